@@ -1,0 +1,3 @@
+from toolq.cli import main
+import sys
+sys.exit(main())

@@ -1,0 +1,83 @@
+"""EventLog: the events of one attempt of one job, written through JobStore's single script
+(seq, stream, both channels and the record in one step), fenced by the attempt number."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Optional
+
+from toolq.jobstore import JobStore
+from worker import metrics
+from toolq.protocol import EventType, JobResult, JobStatus, ToolCall, now_ms
+
+
+class EventLog:
+    def __init__(self, store: JobStore, job_id: str, attempt: int, *, lease_ms: int):
+        self.store = store
+        self.job_id = job_id
+        self.attempt = attempt
+        self.lease_ms = lease_ms
+        # Token text is coalesced: the generation thread appends, one task flushes whatever has
+        # gathered, so a fast model costs one Redis round trip per flush, not per token.
+        self._pending: list[str] = []
+        self._flushing: Optional[asyncio.Task] = None
+        self._wake = asyncio.Event()
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+
+    async def _emit(self, type: EventType, data: dict[str, Any], **kw: Any) -> int:
+        return await self.store.emit(self.job_id, type, data, attempt=self.attempt, **kw)
+
+    async def started(self, *, worker_id: str, model: str, resumed: bool) -> int:
+        return await self._emit(EventType.started,
+                                {"attempt": self.attempt, "worker": worker_id, "model": model, "resumed": resumed},
+                                status=JobStatus.running, lease_deadline_ms=now_ms() + self.lease_ms)
+
+    async def tool_call(self, call: ToolCall, iteration: int) -> int:
+        return await self._emit(EventType.tool_call, {"id": call.id, "name": call.name,
+                                                      "arguments": call.arguments, "iteration": iteration})
+
+    async def tool_result(self, call: ToolCall, *, ok: bool, content: str, error: Optional[str],
+                          duration_ms: float, executed: bool, checkpoint: dict[str, Any]) -> int:
+        # The checkpoint goes in the same script call as the event: a subscriber never sees a
+        # result that a resumed attempt would produce again.
+        await self.flush_tokens()
+        metrics.observe_tool(call.name, ok, duration_ms)
+        return await self._emit(EventType.tool_result,
+                                {"id": call.id, "name": call.name, "ok": ok, "content": content, "error": error,
+                                 "duration_ms": round(duration_ms, 3), "executed": executed},
+                                checkpoint=checkpoint)
+
+    async def end(self, type: EventType, data: dict[str, Any], result: JobResult) -> int:
+        await self.flush_tokens()
+        seq = await self._emit(type, data, result=result)
+        metrics.observe_result(type.value, result)
+        return seq
+
+    # ------------------------------------------------------------------ tokens
+
+    def start_token_stream(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._flushing = asyncio.create_task(self._flush_forever())
+
+    def push_text(self, text: str) -> None:
+        """Called from the generation thread."""
+        self._pending.append(text)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    async def _flush_forever(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await self.flush_tokens()
+
+    async def flush_tokens(self) -> None:
+        if self._pending:
+            text, self._pending = "".join(self._pending), []
+            await self._emit(EventType.token, {"text": text})
+
+    async def close(self) -> None:
+        if self._flushing is not None:
+            self._flushing.cancel()
+            await asyncio.gather(self._flushing, return_exceptions=True)
+            self._flushing = None

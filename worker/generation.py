@@ -1,0 +1,71 @@
+"""What the loop asks of an engine and what it gets back, independent of llama.cpp.
+
+The real engine (worker/engine.py) and the scripted engine of the unit tests both take a
+GenerationRequest and return a GenerationResult, so the loop runs the same over either.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Literal, Optional, Protocol, Sequence
+
+# (text, trusted): trusted text is template markup and may contain control tokens; untrusted
+# text (user messages, tool results) is tokenized as plain text.
+Segment = tuple[str, bool]
+
+StopReason = Literal["stop", "length", "aborted", "context_length_exceeded"]
+
+
+class EngineError(RuntimeError):
+    """The engine could not generate (a decode failure, a grammar it refused)."""
+
+
+class ContextLengthExceeded(EngineError):
+    def __init__(self, prompt_tokens: int, n_ctx: int):
+        super().__init__(f"the prompt is {prompt_tokens} tokens; the model's context holds {n_ctx}")
+        self.prompt_tokens = prompt_tokens
+        self.n_ctx = n_ctx
+
+
+@dataclass
+class GenerationRequest:
+    segments: Sequence[Segment]
+    max_tokens: int = 512
+    temperature: float = 0.0
+    seed: Optional[int] = None
+    stop: Sequence[str] = ()
+    # A GBNF grammar. With grammar_trigger set, the grammar is lazy: it applies from the first
+    # occurrence of the trigger text on, so free text before it is not slowed down.
+    grammar: Optional[str] = None
+    grammar_trigger: Optional[str] = None
+    # Set from another thread to stop generation between two tokens (cancel, timeout).
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    # Called from the generation thread with each piece of decoded text.
+    on_text: Optional[Callable[[str], None]] = None
+
+
+@dataclass
+class GenerationResult:
+    text: str
+    stop_reason: StopReason
+    prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens reused from the previous call's cache
+    completion_tokens: int = 0
+    prompt_ms: float = 0.0
+    decode_ms: float = 0.0
+
+    @property
+    def decode_tps(self) -> float:
+        return self.completion_tokens / (self.decode_ms / 1000) if self.decode_ms > 0 else 0.0
+
+
+class Engine(Protocol):
+    """What the loop needs of an engine."""
+
+    name: str
+    n_ctx: int
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult: ...
+
+    def close(self) -> None: ...

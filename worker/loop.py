@@ -1,0 +1,245 @@
+"""The conversation loop: render, generate, parse, validate, execute, feed back, repeat.
+
+Pure orchestration over an engine, a chat template, a tool-call format, a tool registry and an
+event sink. It knows nothing of Redis or llama.cpp, so unit tests drive it with a scripted engine
+and an in-memory sink, and the worker drives it with LlamaEngine and EventLog.
+
+Rules (issue 3, section 2):
+- no tool call: the answer; done (``stop``, or ``length`` when max_tokens cut plain text).
+- tool calls: one tool_call event per call, validation, execution (calls of a turn run
+  concurrently), one tool_result event per call, then the next round.
+- unreadable call, unknown tool, invalid arguments, or a call cut off by max_tokens: the model is
+  told exactly what was wrong in a tool response and asked to call again; it costs a round.
+- the same call (name and arguments) again: not executed; the model is pointed at the result.
+- after max_iterations rounds with tools, one last round without tools gives the answer, with
+  finish_reason ``max_iterations``.
+- tool_choice ``required`` or a named tool constrains the first round of the job to a call (a
+  grammar); later rounds are ``auto`` so the model can answer from the results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional, Protocol, Sequence
+
+from toolq.protocol import JobRequest, Message, ToolCall, Usage
+from worker.formats.base import ToolCallFormat, ToolSpec
+from worker.generation import Engine, GenerationRequest, GenerationResult
+from worker.templates import ChatTemplate
+from worker.tools import ToolOutcome, ToolRegistry
+
+
+class EventSink(Protocol):
+    async def tool_call(self, call: ToolCall, iteration: int) -> Any: ...
+
+    async def tool_result(self, call: ToolCall, *, ok: bool, content: str, error: Optional[str],
+                          duration_ms: float, executed: bool, checkpoint: dict[str, Any]) -> Any: ...
+
+    def push_text(self, text: str) -> None: ...
+
+
+class Aborted(Exception):
+    """The engine stopped because the job's stop flag was set (cancel, timeout, shutdown)."""
+
+
+class ContextFull(Exception):
+    def __init__(self, message: str):
+        super().__init__(message)
+
+
+@dataclass
+class LoopState:
+    """Everything needed to continue a job: also what the checkpoint holds."""
+
+    messages: list[Message]
+    iterations: int = 0
+    usage: Usage = field(default_factory=Usage)
+    generate_ms: float = 0.0
+    tools_ms: float = 0.0
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"messages": [m.model_dump(mode="json", exclude_none=True) for m in self.messages],
+                "iterations": self.iterations, "usage": self.usage.model_dump(),
+                "generate_ms": self.generate_ms, "tools_ms": self.tools_ms}
+
+    @classmethod
+    def from_checkpoint(cls, data: dict[str, Any]) -> "LoopState":
+        return cls(messages=[Message.model_validate(m) for m in data["messages"]],
+                   iterations=int(data.get("iterations", 0)), usage=Usage.model_validate(data.get("usage", {})),
+                   generate_ms=float(data.get("generate_ms", 0.0)), tools_ms=float(data.get("tools_ms", 0.0)))
+
+
+@dataclass
+class LoopOutcome:
+    content: str
+    finish_reason: str  # stop | length | max_iterations
+    state: LoopState
+
+
+def call_signature(name: str, arguments: dict[str, Any]) -> str:
+    return name + json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _earlier_results(messages: Sequence[Message]) -> dict[str, str]:
+    """Signature of each call already answered in the transcript -> its result."""
+    results = {m.tool_call_id: m.content or "" for m in messages if m.role == "tool" and m.tool_call_id}
+    out: dict[str, str] = {}
+    for m in messages:
+        for c in m.tool_calls or ():
+            if c.id in results:
+                out[call_signature(c.name, c.arguments)] = results[c.id]
+    return out
+
+
+def _unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
+    """Calls of the last assistant turn that have no result yet (a job resumed mid-turn)."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role == "assistant":
+            answered = {x.tool_call_id for x in messages[i + 1:] if x.role == "tool"}
+            return [c for c in m.tool_calls or () if c.id not in answered]
+        if m.role != "tool":
+            return []
+    return []
+
+
+class ConversationLoop:
+    def __init__(self, engine: Engine, template: ChatTemplate, fmt: ToolCallFormat, registry: ToolRegistry,
+                 *, tool_timeout_s: float = 30.0, prompt_variant: Optional[str] = None):
+        self.engine = engine
+        self.template = template
+        self.fmt = fmt
+        self.registry = registry
+        self.tool_timeout_s = tool_timeout_s
+        self.prompt_variant = prompt_variant
+
+    def job_tools(self, request: JobRequest) -> list[ToolSpec]:
+        """The specs a job may use; unknown names raise KeyError listing them."""
+        if request.tool_choice == "none":
+            return []
+        specs = self.registry.specs(request.tools)
+        forced = request.forced_tool()
+        if forced:
+            specs = [s for s in specs if s["function"]["name"] == forced]
+            if not specs:
+                raise KeyError(f"tool_choice names {forced!r}, which this worker does not serve")
+        return specs
+
+    async def run(self, request: JobRequest, sink: EventSink, *, state: Optional[LoopState] = None,
+                  stop_event: Optional[threading.Event] = None) -> LoopOutcome:
+        stop_event = stop_event or threading.Event()
+        tools = self.job_tools(request)
+        all_tools = self.registry.specs(request.tools) if request.tool_choice != "none" else []
+        state = state or LoopState(messages=list(request.messages))
+        names = {t["function"]["name"] for t in all_tools}
+        forced_first = request.tool_choice == "required" or request.forced_tool() is not None
+
+        # A resumed job may stop between two calls of one turn: finish that turn first.
+        pending = _unanswered_calls(state.messages) if state.iterations else []
+        if pending:
+            await self._run_calls(pending, names, sink, state)
+
+        while True:
+            if state.iterations >= request.max_iterations and state.messages[-1].role == "tool":
+                # the cap: one last round with tools disabled produces the answer
+                gen = await self._generate(request, state, [], None, None, stop_event, sink)
+                parsed = self.fmt.parse(gen.text, set())
+                content = parsed.content if (parsed.tool_calls or parsed.errors) else gen.text.strip()
+                state.messages.append(Message(role="assistant", content=content))
+                return LoopOutcome(content, "max_iterations", state)
+
+            first_round = state.iterations == 0
+            required = forced_first and first_round
+            prompt_tools = tools if (required or not forced_first) else all_tools
+            grammar, trigger = None, None
+            if prompt_tools:
+                if required:
+                    grammar = self.fmt.grammar(prompt_tools, required=True)
+                elif self.fmt.trigger:
+                    grammar, trigger = self.fmt.call_grammar(prompt_tools), self.fmt.trigger
+            gen = await self._generate(request, state, prompt_tools, grammar, trigger, stop_event, sink)
+            parsed = self.fmt.parse(gen.text, names)
+
+            if not parsed.tool_calls and not parsed.errors and not parsed.truncated_call:
+                content = parsed.content
+                state.messages.append(Message(role="assistant", content=content))
+                return LoopOutcome(content, "length" if gen.stop_reason == "length" else "stop", state)
+
+            calls = list(parsed.tool_calls)
+            problems = list(parsed.errors)
+            if gen.stop_reason == "length" and (parsed.truncated_call or problems):
+                # cut inside a call: nothing of it runs, the model is told to be shorter
+                problems = [f"your output was cut off after {request.max_tokens} tokens in the middle of a "
+                            "tool call, so nothing was executed; call the tool again with shorter arguments"]
+                calls = []
+            state.messages.append(Message(role="assistant", content=parsed.content or None,
+                                          tool_calls=calls or None))
+            if problems and not calls:
+                state.messages.append(Message(role="tool", name="error", content=self._problem_text(problems)))
+                continue
+            await self._run_calls(calls, names, sink, state)
+
+    # ------------------------------------------------------------------ pieces
+
+    async def _generate(self, request: JobRequest, state: LoopState, tools: list[ToolSpec],
+                        grammar: Optional[str], trigger: Optional[str], stop_event, sink: EventSink) -> GenerationResult:
+        prompt = self.template.render(state.messages, tools=tools, fmt=self.fmt, add_generation_prompt=True,
+                                      prompt_variant=self.prompt_variant)
+        state.iterations += 1
+        gen = await self.engine.generate(GenerationRequest(
+            segments=prompt.segments, max_tokens=request.max_tokens, temperature=request.temperature,
+            seed=request.seed, stop=self.fmt.stop, grammar=grammar, grammar_trigger=trigger,
+            stop_event=stop_event, on_text=sink.push_text if request.stream_tokens else None))
+        state.usage.add(Usage(prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens,
+                              cached_prompt_tokens=gen.cached_tokens))
+        state.generate_ms += gen.prompt_ms + gen.decode_ms
+        if gen.stop_reason == "aborted":
+            raise Aborted()
+        return gen
+
+    @staticmethod
+    def _problem_text(problems: Sequence[str]) -> str:
+        return ("Your tool call could not be used: " + "; ".join(problems)
+                + ". Write the call again as valid JSON inside <tool_call></tool_call>, or answer without a tool.")
+
+    async def _run_calls(self, calls: Sequence[ToolCall], names: set[str], sink: EventSink,
+                         state: LoopState) -> None:
+        earlier = _earlier_results(state.messages)
+        for call in calls:
+            await sink.tool_call(call, state.iterations)
+
+        async def one(call: ToolCall) -> tuple[ToolCall, ToolOutcome, bool]:
+            if call.name not in names:
+                listed = ", ".join(sorted(names)) or "none"
+                return call, ToolOutcome(False, "", f"unknown tool {call.name!r}; the tools you can call are: {listed}", 0.0), False
+            problems = self.registry.validate(call.name, call.arguments)
+            if problems:
+                return call, ToolOutcome(False, "", f"invalid arguments for {call.name}: " + "; ".join(problems)
+                                         + ". Call the tool again with corrected arguments.", 0.0), False
+            sig = call_signature(call.name, call.arguments)
+            if sig in earlier:
+                note = (f"You already called {call.name} with these arguments; the result was: {earlier[sig]}. "
+                        "Use that result instead of calling again.")
+                return call, ToolOutcome(True, note, None, 0.0), False
+            outcome = await self.registry.execute(call.name, call.arguments, timeout_s=self.tool_timeout_s)
+            return call, outcome, True
+
+        t0 = time.perf_counter()
+        tasks = [asyncio.ensure_future(one(c)) for c in calls]
+        try:
+            # results are published as they finish, each with the checkpoint of all finished so far
+            for fut in asyncio.as_completed(tasks):
+                call, outcome, executed = await fut
+                text = outcome.content if outcome.ok else (outcome.error or "the tool failed")
+                state.messages.append(Message(role="tool", tool_call_id=call.id, name=call.name, content=text))
+                await sink.tool_result(call, ok=outcome.ok, content=outcome.content, error=outcome.error,
+                                       duration_ms=outcome.duration_ms, executed=executed,
+                                       checkpoint=state.checkpoint())
+        finally:
+            for t in tasks:
+                t.cancel()
+            state.tools_ms += (time.perf_counter() - t0) * 1000

@@ -1,0 +1,104 @@
+"""A scripted engine: replies chosen by rules over the prompt, emitted piece by piece.
+
+For unit tests of the orchestration and for benchmarks of everything around the model (queue
+pickup, gateway overhead). It honours the same contract as LlamaEngine: generation runs in one
+thread, the stop flag is read between "tokens", max_tokens cuts the output, stop strings end it.
+Never used to claim anything about the model itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence, Union
+
+from worker.generation import ContextLengthExceeded, GenerationRequest, GenerationResult
+
+Reply = Union[str, Callable[[str], str]]
+
+
+@dataclass
+class Rule:
+    when: str  # a regular expression searched in the prompt text
+    reply: str
+
+
+class ScriptedEngine:
+    def __init__(self, replies: Union[Sequence[Reply], Sequence[Rule]] = (), *, token_delay_s: float = 0.0,
+                 name: str = "scripted", n_ctx: int = 1 << 20, chars_per_token: int = 4):
+        self.name = name
+        self.n_ctx = n_ctx
+        self.token_delay_s = token_delay_s
+        self.chars_per_token = chars_per_token
+        self._replies = list(replies)
+        self.prompts: list[str] = []  # every prompt seen, for assertions
+        self.bos_token = ""
+        self.eos_token = ""
+        self.metadata: dict[str, str] = {}
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scripted")
+
+    @classmethod
+    def from_file(cls, path: Union[str, Path], **kw) -> "ScriptedEngine":
+        """Rules from JSON: ``{"rules": [{"when": REGEX, "reply": TEXT}], "token_delay_s": 0}``."""
+        data = json.loads(Path(path).read_text())
+        rules = [Rule(r["when"], r["reply"]) for r in data["rules"]]
+        return cls(rules, token_delay_s=float(data.get("token_delay_s", 0.0)), **kw)
+
+    def _pick(self, prompt: str) -> str:
+        if not self._replies:
+            raise RuntimeError("the scripted engine has no reply left")
+        first = self._replies[0]
+        if isinstance(first, Rule):
+            for rule in self._replies:
+                if re.search(rule.when, prompt):
+                    return rule.reply
+            raise RuntimeError("no scripted rule matches the prompt")
+        reply = self._replies.pop(0) if len(self._replies) > 1 else self._replies[0]
+        return reply(prompt) if callable(reply) else reply
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(self._executor, self.generate_sync, request)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            request.stop_event.set()
+            await asyncio.wait([fut])
+            raise
+
+    def generate_sync(self, req: GenerationRequest) -> GenerationResult:
+        prompt = "".join(text for text, _ in req.segments)
+        self.prompts.append(prompt)
+        n_prompt = max(1, len(prompt) // self.chars_per_token)
+        if n_prompt >= self.n_ctx:
+            raise ContextLengthExceeded(n_prompt, self.n_ctx)
+        reply = self._pick(prompt)
+        t0 = time.perf_counter()
+        pieces = [reply[i:i + self.chars_per_token] for i in range(0, len(reply), self.chars_per_token)]
+        out: list[str] = []
+        reason = "stop"
+        for n, piece in enumerate(pieces):
+            if req.stop_event.is_set():
+                reason = "aborted"
+                break
+            if n >= req.max_tokens:
+                reason = "length"
+                break
+            if self.token_delay_s:
+                time.sleep(self.token_delay_s)
+            out.append(piece)
+            if req.on_text:
+                req.on_text(piece)
+        text = "".join(out)
+        for s in req.stop:
+            if s and s in text:
+                text, reason = text[:text.index(s)], "stop"
+        return GenerationResult(text, reason, n_prompt, 0, len(out), 0.0, (time.perf_counter() - t0) * 1000)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False)
