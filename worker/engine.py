@@ -38,7 +38,7 @@ def _silence_llama_log() -> None:
     # llama.cpp logs every load to stderr; keep errors only.
     @llama_cpp.llama_log_callback
     def _log(level, text, user_data):  # pragma: no cover - called from C
-        if level == 2:  # GGML_LOG_LEVEL_ERROR
+        if level == 4:  # GGML_LOG_LEVEL_ERROR (0 none, 1 debug, 2 info, 3 warn, 5 continuation)
             os.write(2, text)
 
     _silence_llama_log.cb = _log  # keep a reference: C holds only the pointer
@@ -67,6 +67,7 @@ class LlamaEngine:
         if not self._model:
             raise EngineError(f"llama.cpp could not load {model_path}")
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self._piece = ctypes.create_string_buffer(256)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
 
         cparams = llama_cpp.llama_context_default_params()
@@ -96,7 +97,6 @@ class LlamaEngine:
         self._candidates["id"] = np.arange(self.n_vocab, dtype=np.int32)
         self._one = llama_cpp.llama_token_data_array()
         self._one_data = (llama_cpp.llama_token_data * 1)()
-        self._piece = ctypes.create_string_buffer(256)
 
     # ------------------------------------------------------------------ model facts
 

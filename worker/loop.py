@@ -95,6 +95,19 @@ def _earlier_results(messages: Sequence[Message]) -> dict[str, str]:
     return out
 
 
+def _without_repeats(calls: Sequence[ToolCall]) -> list[ToolCall]:
+    """A call repeated verbatim within one turn is a stutter (small models loop on a call until
+    max_tokens); keep the first."""
+    seen: set[str] = set()
+    out = []
+    for c in calls:
+        sig = call_signature(c.name, c.arguments)
+        if sig not in seen:
+            seen.add(sig)
+            out.append(c)
+    return out
+
+
 def _unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
     """Calls of the last assistant turn that have no result yet (a job resumed mid-turn)."""
     for i in range(len(messages) - 1, -1, -1):
@@ -169,13 +182,14 @@ class ConversationLoop:
                 state.messages.append(Message(role="assistant", content=content))
                 return LoopOutcome(content, "length" if gen.stop_reason == "length" else "stop", state)
 
-            calls = list(parsed.tool_calls)
+            calls = _without_repeats(parsed.tool_calls)
             problems = list(parsed.errors)
-            if gen.stop_reason == "length" and (parsed.truncated_call or problems):
-                # cut inside a call: nothing of it runs, the model is told to be shorter
+            if gen.stop_reason == "length" and parsed.truncated_call:
+                # the call that max_tokens cut does not run; complete calls before it do
                 problems = [f"your output was cut off after {request.max_tokens} tokens in the middle of a "
-                            "tool call, so nothing was executed; call the tool again with shorter arguments"]
-                calls = []
+                            "tool call, so that call was not executed; call it again with shorter arguments"]
+                if calls:
+                    problems = []  # the model gets the results of the complete calls instead
             state.messages.append(Message(role="assistant", content=parsed.content or None,
                                           tool_calls=calls or None))
             if problems and not calls:
