@@ -335,7 +335,7 @@ async def _shutdown(ctx: dict[str, Any]) -> None:
 
 
 def create_worker(settings: WorkerSettings, engine: Engine, *, worker_id: Optional[str] = None,
-                  handle_signals: bool = True, shutdown_grace_s: float = 10.0) -> ToolqWorker:
+                  handle_signals: bool = True) -> ToolqWorker:
     """An arq worker for this model's queue, with msgpack payloads and our Redis client."""
     model = settings.model_name or engine.name
     worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
@@ -360,7 +360,7 @@ def create_worker(settings: WorkerSettings, engine: Engine, *, worker_id: Option
         health_check_interval=5,
         health_check_key=f"{keys.PREFIX}:health:{worker_id}",
         handle_signals=handle_signals,
-        job_completion_wait=shutdown_grace_s,
+        job_completion_wait=settings.shutdown_grace_s,
         job_serializer=pool.job_serializer,
         job_deserializer=pool.job_deserializer,
         log_results=False,

@@ -1,0 +1,239 @@
+"""The worker as an arq service over real Redis: events, cancel, timeout, crash recovery,
+graceful stop and a Redis restart. The model is scripted here (the real one is in tests/e2e)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from contextlib import asynccontextmanager
+
+import pytest
+import redis as sync_redis
+
+from tests.support.workers import WorkerProcess, write_rules
+from toolq import keys
+from toolq.jobstore import JobStore
+from toolq.protocol import EventType, JobRequest, JobStatus, Message
+from worker.app import create_worker
+from worker.scripted import Rule, ScriptedEngine
+from worker.settings import WorkerSettings
+
+CALL_ZORBIX = '<tool_call>{"name": "calculate_zorbix", "arguments": {"zorb": 15, "bix": 7}}</tool_call>'
+
+
+def req(text: str = "Calculate the zorbix of 15 and 7", **kw) -> JobRequest:
+    return JobRequest(messages=[Message(role="user", content=text)], **kw)
+
+
+@asynccontextmanager
+async def running_worker(redis_url: str, engine: ScriptedEngine, **settings):
+    s = WorkerSettings(redis_url=redis_url, model_name="scripted", lease_ms=1500, heartbeat_ms=250,
+                       tool_modules=["worker.demo_tools", "tests.support.tools"], **settings)
+    worker = create_worker(s, engine, handle_signals=False)
+    task = asyncio.create_task(worker.async_run())
+    r = sync_redis.Redis.from_url(redis_url)
+    for _ in range(200):
+        if r.smembers(keys.WORKERS):
+            break
+        await asyncio.sleep(0.02)
+    try:
+        yield worker
+    finally:
+        await worker.close()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.fixture
+async def store(redis_url):
+    s = JobStore.from_url(redis_url)
+    yield s
+    await s.close()
+
+
+async def events_of(store: JobStore, job_id: str, timeout: float = 20):
+    async def collect():
+        return [e async for e in store.follow(job_id)]
+
+    return await asyncio.wait_for(collect(), timeout)
+
+
+async def test_job_events_in_order_with_contiguous_seq(redis_url, store):
+    engine = ScriptedEngine([Rule("<tool_response>\\n", "The zorbix is 22."), Rule("", CALL_ZORBIX)])
+    async with running_worker(redis_url, engine):
+        job_id, _ = await store.submit(req(tools=["calculate_zorbix"]), model="scripted")
+        evs = await events_of(store, job_id)
+    assert [e.type for e in evs] == [EventType.queued, EventType.started, EventType.tool_call,
+                                     EventType.tool_result, EventType.final]
+    assert [e.seq for e in evs] == [1, 2, 3, 4, 5]
+    assert evs[2].data["arguments"] == {"zorb": 15, "bix": 7}
+    assert evs[3].data["content"] == "22"
+    result = await store.result(job_id)
+    assert result.status == JobStatus.succeeded and result.content == "The zorbix is 22."
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]
+    assert result.timings.total_ms >= result.timings.tools_ms >= 0
+    # the stream expires after the terminal event
+    assert 0 < await store.redis.ttl(keys.log(job_id))
+
+
+async def test_token_events_when_asked(redis_url, store):
+    engine = ScriptedEngine(["A streamed answer that is long enough to come in pieces."], token_delay_s=0.002)
+    async with running_worker(redis_url, engine):
+        job_id, _ = await store.submit(req(stream_tokens=True, tool_choice="none"), model="scripted")
+        evs = await events_of(store, job_id)
+    tokens = [e for e in evs if e.type == EventType.token]
+    assert tokens and "".join(e.data["text"] for e in tokens) == evs[-1].data["content"]
+    assert [e.seq for e in evs] == list(range(1, len(evs) + 1))
+
+
+async def test_cancel_mid_generation_stops_within_250ms(redis_url, store):
+    engine = ScriptedEngine([Rule("STOP ME", "x" * 100000), Rule("", "next job answer")], token_delay_s=0.002)
+    async with running_worker(redis_url, engine):
+        job_id, _ = await store.submit(req("STOP ME", tool_choice="none", max_tokens=30000), model="scripted")
+        async for ev in store.follow(job_id):
+            if ev.type == EventType.started:
+                break
+        await asyncio.sleep(0.2)
+        t0 = time.perf_counter()
+        await store.cancel(job_id)
+        evs = await events_of(store, job_id)
+        elapsed = time.perf_counter() - t0
+        assert evs[-1].type == EventType.cancelled
+        assert elapsed < 0.25, f"cancel took {elapsed * 1000:.0f} ms"
+        assert (await store.result(job_id)).finish_reason == "cancelled"
+        # the worker takes the next job
+        nxt, _ = await store.submit(req("again", tool_choice="none"), model="scripted")
+        assert (await events_of(store, nxt))[-1].type == EventType.final
+
+
+async def test_timeout_stops_the_model_and_fails_the_job(redis_url, store):
+    engine = ScriptedEngine([Rule("SLOW", "y" * 100000), Rule("", "fast")], token_delay_s=0.002)
+    async with running_worker(redis_url, engine):
+        job_id, _ = await store.submit(req("SLOW", tool_choice="none", max_tokens=30000, timeout_s=0.5), model="scripted")
+        t0 = time.perf_counter()
+        evs = await events_of(store, job_id)
+        assert time.perf_counter() - t0 < 2.0
+        assert evs[-1].type == EventType.error and evs[-1].data["code"] == "timeout"
+        result = await store.result(job_id)
+        assert result.finish_reason == "timeout" and result.error.code.value == "timeout"
+        nxt, _ = await store.submit(req("quick", tool_choice="none"), model="scripted")
+        assert (await events_of(store, nxt))[-1].type == EventType.final
+
+
+async def test_unknown_tool_fails_with_a_typed_error(redis_url, store):
+    async with running_worker(redis_url, ScriptedEngine(["never used"])):
+        job_id, _ = await store.submit(req(tools=["no_such_tool"]), model="scripted")
+        evs = await events_of(store, job_id)
+    assert evs[-1].type == EventType.error and evs[-1].data["code"] == "unknown_tool"
+    assert "no_such_tool" in evs[-1].data["message"]
+
+
+async def test_context_length_exceeded_is_an_error_event(redis_url, store):
+    async with running_worker(redis_url, ScriptedEngine(["x"], n_ctx=50)):
+        job_id, _ = await store.submit(req("word " * 500, tool_choice="none"), model="scripted")
+        evs = await events_of(store, job_id)
+    assert evs[-1].data["code"] == "context_length_exceeded"
+
+
+def _follow_sync(store_url: str, job_id: str, timeout: float = 30):
+    async def run():
+        s = JobStore.from_url(store_url)
+        try:
+            return await events_of(s, job_id, timeout)
+        finally:
+            await s.close()
+
+    return asyncio.run(run())
+
+
+def test_sigkill_mid_job_is_resumed_by_another_worker_without_rerunning_the_tool(redis_url):
+    tag = f"kill{time.time_ns()}"
+    rules = write_rules([("<tool_response>\\n", "z" * 3000), ("", f'<tool_call>{{"name": "count_me", "arguments": {{"tag": "{tag}"}}}}</tool_call>')],
+                        token_delay_s=0.003)
+    first = WorkerProcess(redis_url, script=rules).wait_ready()
+    r = sync_redis.Redis.from_url(redis_url)
+
+    async def submit():
+        s = JobStore.from_url(redis_url)
+        try:
+            return (await s.submit(req("go", tools=["count_me"], max_tokens=2000), model="scripted"))[0]
+        finally:
+            await s.close()
+
+    job_id = asyncio.run(submit())
+    deadline = time.monotonic() + 20
+    while not any(json.loads(x[1][b"e"])["type"] == "tool_result" for x in r.xrange(keys.log(job_id))):
+        assert time.monotonic() < deadline, first.output()
+        time.sleep(0.02)
+    time.sleep(0.2)  # well into the slow answer
+    second = WorkerProcess(redis_url, script=rules).wait_ready()
+    try:
+        first.kill()
+        killed_at = time.monotonic()
+        evs = _follow_sync(redis_url, job_id)
+        restarted = [e for e in evs if e.type == EventType.started]
+        assert [e.data["attempt"] for e in restarted] == [1, 2]
+        assert evs[-1].type == EventType.final
+        assert [e.seq for e in evs] == list(range(1, len(evs) + 1))
+        assert r.get(f"test:ran:{tag}") == b"1"  # the tool ran once
+        assert sum(e.type == EventType.tool_result for e in evs) == 1
+        # resumed from the checkpoint: the second attempt started within 5 s of the kill
+        resumed_ts = restarted[1].ts / 1000
+        assert resumed_ts - (time.time() - (time.monotonic() - killed_at)) < 5
+    finally:
+        second.stop()
+
+
+def test_sigterm_hands_the_running_job_back(redis_url):
+    rules = write_rules([("", "w" * 20000)], token_delay_s=0.003)
+    first = WorkerProcess(redis_url, script=rules, env={"TOOLQ_SHUTDOWN_GRACE_S": "0.5"}).wait_ready()
+
+    async def submit():
+        s = JobStore.from_url(redis_url)
+        try:
+            return (await s.submit(req("long", tool_choice="none", max_tokens=20000), model="scripted"))[0]
+        finally:
+            await s.close()
+
+    job_id = asyncio.run(submit())
+    r = sync_redis.Redis.from_url(redis_url)
+    deadline = time.monotonic() + 20
+    while r.hget(keys.job(job_id), "status") != b"running":
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    first.proc.send_signal(signal.SIGTERM)
+    assert first.proc.wait(20) == 0
+    # nothing terminal was published; the job waits to be resumed
+    types = [json.loads(x[1][b"e"])["type"] for x in r.xrange(keys.log(job_id))]
+    assert types == ["queued", "started"], types
+    second = WorkerProcess(redis_url, script=write_rules([("", "done")])).wait_ready()
+    try:
+        evs = _follow_sync(redis_url, job_id)
+        assert evs[-1].type == EventType.final and evs[-1].data["content"] == "done"
+    finally:
+        second.stop()
+
+
+def test_worker_survives_a_redis_restart(own_redis):
+    url = own_redis.url + "/0"
+    worker = WorkerProcess(url, script=write_rules([("", "still here")])).wait_ready()
+    try:
+        own_redis.stop()
+        time.sleep(1.5)
+        own_redis.start()
+        assert worker.proc.poll() is None, worker.output()
+
+        async def run():
+            s = JobStore.from_url(url)
+            try:
+                job_id, _ = await s.submit(req("after restart", tool_choice="none"), model="scripted")
+                return await events_of(s, job_id, 30)
+            finally:
+                await s.close()
+
+        evs = asyncio.run(run())
+        assert evs[-1].type == EventType.final and evs[-1].data["content"] == "still here"
+    finally:
+        worker.stop()
