@@ -1,0 +1,111 @@
+"""Parsers never raise: random text, and valid outputs mutated the way generation breaks them."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from toolq.protocol import FunctionCall, ToolCall
+from worker.formats import get_format
+from worker.formats.base import ParsedOutput
+
+FORMATS = [get_format(n) for n in ("hermes", "mixtral", "functionary_v2", "thoughtful_steps")]
+NAMES = {"superSecretTool", "say", "get_weather"}
+
+# Pieces that matter to the parsers, so random text reaches the interesting branches.
+FRAGMENTS = [
+    "<tool_call>", "</tool_call>", "<tool\\_call>", "</tool\\_call>", "<tool_", "<think>", "</think>",
+    "{", "}", "[", "]", '"', "'", "\\", "\\_", ",", ":", "```json\n", "```", "\n", " ",
+    '"name"', '"arguments"', '"parameters"', '"function"', '"say"', '"superSecretTool"', "null", "True",
+    "None", "1e999", "NaN", "-", "0", "9" * 30, "é", "\x00",
+    "<|from|>", "<|recipient|>", "<|content|>", "<|stop|>", "all", "assistant\n",
+    '"next_step"', '"tool_calls"', '"result"', '"thought_about_next_step_only"',
+]
+
+random_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=4)), max_size=40).map("".join)
+
+json_scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**12), 10**12), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8,
+)
+calls = st.lists(
+    st.builds(
+        lambda name, args: ToolCall(function=FunctionCall(name=name, arguments=args)),
+        st.sampled_from(sorted(NAMES)),
+        st.dictionaries(st.text(max_size=8), json_values, max_size=3),
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@st.composite
+def valid_output(draw):
+    """What a model following the style would write: optional text, then rendered calls."""
+    fmt = draw(st.sampled_from(FORMATS))
+    rendered = fmt.render_tool_calls(draw(calls))
+    if fmt.name in ("hermes", "mixtral"):
+        rendered = draw(st.sampled_from(["", "Let me check.\n", "<think>hmm</think>"])) + rendered
+        if fmt.name == "mixtral" and draw(st.booleans()):
+            rendered = rendered.replace("_", "\\_")
+    return rendered
+
+
+@st.composite
+def mutated_output(draw):
+    text = draw(valid_output())
+    for _ in range(draw(st.integers(1, 4))):
+        op = draw(st.sampled_from(["insert", "delete", "truncate", "duplicate"]))
+        i = draw(st.integers(0, len(text)))
+        if op == "insert":
+            text = text[:i] + draw(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=3))) + text[i:]
+        elif op == "delete":
+            text = text[:i] + text[i + draw(st.integers(1, 8)):]
+        elif op == "truncate":
+            text = text[:i]
+        else:
+            text = text[:i] + text[i // 2:]
+    return text
+
+
+def check_never_raises(text: str) -> None:
+    for fmt in FORMATS:
+        for names in (NAMES, None):
+            out = fmt.parse(text, names)
+            assert isinstance(out, ParsedOutput)
+            assert isinstance(out.content, str)
+            assert isinstance(out.truncated_call, bool)
+            assert all(isinstance(e, str) and e for e in out.errors)
+            assert not any(e.startswith("internal parser error") for e in out.errors), out.errors
+            for c in out.tool_calls:
+                assert isinstance(c, ToolCall) and c.id.startswith("call_")
+                json.dumps(c.model_dump(), allow_nan=False)  # must be able to cross the wire
+            if fmt.name == "hermes":
+                # An opening tag always starts a call, so it can never be left in the content.
+                assert "<tool_call>" not in out.content
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.one_of(random_text, st.text(max_size=200)))
+def test_random_text_never_raises(text):
+    check_never_raises(text)
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=mutated_output())
+def test_mutated_valid_outputs_never_raise(text):
+    check_never_raises(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fmt=st.sampled_from(FORMATS), original=calls)
+def test_unmutated_outputs_parse_back_exactly(fmt, original):
+    out = fmt.parse(fmt.render_tool_calls(original), NAMES)
+    assert [(c.name, c.arguments) for c in out.tool_calls] == [(c.name, c.arguments) for c in original]
+    assert out.errors == [] and not out.truncated_call

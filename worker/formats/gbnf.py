@@ -1,0 +1,561 @@
+"""GBNF grammars: built from JSON schemas, and checked before llama.cpp ever sees them.
+
+An invalid grammar can take down or hang the whole llama.cpp process (a reversed ``{3,1}``
+loops forever; left recursion hidden behind a nullable rule slips past llama.cpp's own check),
+so every grammar a style produces goes through ``check_grammar`` first (``render`` does it). The builder
+follows the shape of llama.cpp's own schema converter as seen in seed 003: ``space ::= " "?``,
+one ``-kv`` rule per key, required keys in declaration order, bounded digit counts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+__all__ = ["GrammarBuilder", "GrammarError", "accepts", "check_grammar", "literal", "rule_name"]
+
+# ---------------------------------------------------------------- building
+
+# The primitives. Digit counts are bounded so a model cannot run away writing digits.
+_PRIMITIVES = {
+    "space": '" "?',
+    "string": (
+        '"\\"" (\n'
+        '        [^"\\\\\\x7F\\x00-\\x1F] |\n'
+        '        "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])\n'
+        '      )* "\\"" space'
+    ),
+    "integral-part": "[0] | [1-9] [0-9]{0,15}",
+    "decimal-part": "[0-9]{1,16}",
+    "integer": '("-"? integral-part) space',
+    "number": '("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)? space',
+    "boolean": '("true" | "false") space',
+    "null": '"null" space',
+    # Any JSON value, for schemas that say nothing more (e.g. {"type": "object"}).
+    "value": "object | array | string | number | boolean | null",
+    "object": '"{" space ( string ":" space value ("," space string ":" space value)* )? "}" space',
+    "array": '"[" space ( value ("," space value)* )? "]" space',
+}
+_DEPENDS = {
+    "string": ["space"],
+    "integer": ["integral-part", "space"],
+    "number": ["integral-part", "decimal-part", "space"],
+    "boolean": ["space"],
+    "null": ["space"],
+    "value": ["object", "array", "string", "number", "boolean", "null"],
+    "object": ["string", "value", "space"],
+    "array": ["value", "space"],
+}
+_MAX_DEPTH = 12  # deeper schemas fall back to "any value" rather than a giant grammar
+
+
+def literal(text: str) -> str:
+    """A GBNF string literal matching text exactly."""
+    out = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def rule_name(name: str) -> str:
+    """A valid rule name from any text: GBNF names allow only letters, digits and '-'."""
+    cleaned = re.sub(r"[^A-Za-z0-9-]+", "-", str(name)).strip("-")
+    cleaned = re.sub(r"-{2,}", "-", cleaned)
+    return cleaned or "x"
+
+
+class GrammarBuilder:
+    """Collects rules; ``add`` never silently replaces a different rule of the same name."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, str] = {}
+
+    def add(self, name: str, body: str) -> str:
+        name = rule_name(name)
+        candidate, i = name, 1
+        while candidate in self.rules and self.rules[candidate] != body:
+            # Two tools whose names sanitize alike ("a_b", "a-b") get distinct rules.
+            i += 1
+            candidate = f"{name}-{i}"
+        self.rules[candidate] = body
+        return candidate
+
+    def primitive(self, name: str) -> str:
+        if name not in self.rules:
+            self.rules[name] = _PRIMITIVES[name]  # first, so mutual recursion (value/object) ends
+            for dep in _DEPENDS.get(name, []):
+                self.primitive(dep)
+        return name
+
+    def schema(self, schema: Any, name: str, depth: int = 0) -> str:
+        """Add rules for a JSON schema; return the rule name that matches one value of it."""
+        if not isinstance(schema, dict) or depth > _MAX_DEPTH:
+            return self.primitive("value")
+        constants = [schema["const"]] if "const" in schema else schema.get("enum")
+        if isinstance(constants, list) and constants:
+            values = [v for v in constants if self._ok(v)]
+            if values:
+                self.primitive("space")
+                alts = " | ".join(self._json_literal(v) for v in values)
+                return self.add(name, f"({alts}) space")
+        for key in ("anyOf", "oneOf"):
+            subs = schema.get(key)
+            if isinstance(subs, list) and subs:
+                alts = [self.schema(s, f"{name}-{i}", depth + 1) for i, s in enumerate(subs)]
+                return self.add(name, " | ".join(alts))
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            alts = [self.schema({**schema, "type": k}, f"{name}-{k}", depth + 1) for k in kind if isinstance(k, str)]
+            return self.add(name, " | ".join(alts)) if alts else self.primitive("value")
+        if kind == "object" or (kind is None and isinstance(schema.get("properties"), dict)):
+            return self._object(schema, name, depth)
+        if kind == "array":
+            items = schema.get("items")
+            item = self.schema(items, f"{name}-item", depth + 1) if isinstance(items, dict) else self.primitive("value")
+            self.primitive("space")
+            return self.add(name, f'"[" space ( {item} ("," space {item})* )? "]" space')
+        if kind in ("string", "integer", "number", "boolean", "null"):
+            return self.primitive(kind)
+        return self.primitive("value")
+
+    @staticmethod
+    def _ok(value: Any) -> bool:
+        try:
+            json.dumps(value)
+            return True
+        except (TypeError, ValueError):
+            return False
+
+    @staticmethod
+    def _json_literal(value: Any) -> str:
+        return literal(json.dumps(value, ensure_ascii=False))
+
+    def _object(self, schema: dict, name: str, depth: int) -> str:
+        props = schema.get("properties")
+        if not isinstance(props, dict) or not props:
+            return self.primitive("object")
+        required = schema.get("required") if isinstance(schema.get("required"), list) else []
+        self.primitive("space")
+        kvs_req, kvs_opt = [], []
+        for key, sub in props.items():
+            if not isinstance(key, str):
+                continue
+            value_rule = self.schema(sub, f"{name}-{key}", depth + 1)
+            kv = self.add(f"{name}-{key}-kv", f"{self._json_literal(key)} space \":\" space {value_rule}")
+            (kvs_req if key in required else kvs_opt).append(kv)
+        # Required keys in order, then optional keys in order, each present or not.
+        parts = ' "," space '.join(kvs_req)
+        if kvs_req:
+            tail = "".join(f' ("," space {kv})?' for kv in kvs_opt)
+            inner = parts + tail
+        elif kvs_opt:
+            # No required key: the first optional key present carries no comma.
+            alts = []
+            for i, kv in enumerate(kvs_opt):
+                alts.append(kv + "".join(f' ("," space {o})?' for o in kvs_opt[i + 1:]))
+            inner = "(" + " | ".join(alts) + ")?"
+        else:
+            inner = ""
+        return self.add(name, f'"{{" space {inner} "}}" space')
+
+    def render(self) -> str:
+        """The grammar text, root first; checked, so an invalid grammar raises GrammarError here."""
+        names = sorted(self.rules, key=lambda n: (n != "root", n))
+        text = "\n".join(f"{n} ::= {self.rules[n]}" for n in names) + "\n"
+        check_grammar(text)
+        return text
+
+
+# ---------------------------------------------------------------- checking
+
+
+class GrammarError(ValueError):
+    """The grammar would be rejected by llama.cpp, or worse, crash it."""
+
+
+# The parsed grammar: an alternative is a list of items; an item is one of
+#   ("lit", text)  ("class", (negated, [(lo, hi), ...]) or None for ".")  ("ref", name)
+#   ("group", [alternatives])
+# wrapped as (item, min, max) with max None meaning unbounded.
+
+
+@dataclass
+class _Rule:
+    name: str
+    offset: int  # where it is defined; made a line number only for messages
+    alternatives: list = field(default_factory=list)
+
+
+_NAME = re.compile(r"[A-Za-z0-9-]+")
+_ESCAPES = {"n", "r", "t", "\\", '"', "[", "]", "-", "x", "u", "U"}
+_MAX_REPEAT = 2000  # llama.cpp refuses counts above this, or silently makes them unbounded
+_HEX_LEN = {"x": 2, "u": 4, "U": 8}
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.text = text
+        self.i = 0
+        self.rules: dict[str, _Rule] = {}
+        self.refs: list[tuple[str, str, int]] = []  # (referenced, from rule, offset)
+        self.current = ""
+
+    # -- position helpers
+
+    def line(self, i: Optional[int] = None) -> int:
+        return self.text.count("\n", 0, self.i if i is None else i) + 1
+
+    def fail(self, msg: str) -> None:
+        where = f" in rule '{self.current}'" if self.current else ""
+        raise GrammarError(f"line {self.line()}{where}: {msg}")
+
+    def peek(self) -> str:
+        return self.text[self.i] if self.i < len(self.text) else ""
+
+    def space(self, newline_ok: bool) -> None:
+        """Skip blanks and comments; newlines only where llama.cpp allows them."""
+        t = self.text
+        while self.i < len(t):
+            c = t[self.i]
+            if c in " \t" or (newline_ok and c in "\r\n"):
+                self.i += 1
+            elif c == "#":
+                while self.i < len(t) and t[self.i] not in "\r\n":
+                    self.i += 1
+            else:
+                break
+
+    # -- grammar := rule*
+
+    def parse(self) -> None:
+        self.space(True)
+        while self.i < len(self.text):
+            self.rule()
+            self.space(True)
+
+    def rule(self) -> None:
+        m = _NAME.match(self.text, self.i)
+        if not m:
+            self.current = ""
+            self.fail(f"expected a rule name, found {self.text[self.i:self.i + 20]!r}")
+        name, start = m.group(0), self.i
+        self.current = name
+        self.i = m.end()
+        self.space(False)
+        if not self.text.startswith("::=", self.i):
+            self.fail("expected '::=' after the rule name")
+        self.i += 3
+        self.space(True)
+        if name in self.rules:
+            self.fail(f"rule '{name}' is defined twice (first on line {self.line(self.rules[name].offset)})")
+        rule = _Rule(name, start)
+        self.rules[name] = rule
+        rule.alternatives = self.alternatives(nested=False)
+        c = self.peek()
+        if c in ("\r", "\n"):
+            self.i += 1
+        elif c:
+            self.fail(f"unexpected {c!r}: expected a newline or the end of the rule")
+
+    def alternatives(self, nested: bool) -> list:
+        alts = [self.sequence(nested)]
+        while self.peek() == "|":
+            self.i += 1
+            self.space(True)
+            alts.append(self.sequence(nested))
+        return alts
+
+    def sequence(self, nested: bool) -> list:
+        items: list = []
+        while True:
+            c = self.peek()
+            if c == '"':
+                items.append([("lit", self.literal()), 1, 1])
+            elif c == "[":
+                items.append([("class", self.char_class()), 1, 1])
+            elif c == ".":
+                self.i += 1
+                items.append([("class", None), 1, 1])
+            elif c == "(":
+                self.i += 1
+                self.space(True)
+                group = self.alternatives(nested=True)
+                if self.peek() != ")":
+                    self.fail("unbalanced parentheses: expected ')'")
+                self.i += 1
+                items.append([("group", group), 1, 1])
+            elif c and _NAME.match(c):
+                m = _NAME.match(self.text, self.i)
+                self.refs.append((m.group(0), self.current, self.i))
+                items.append([("ref", m.group(0)), 1, 1])
+                self.i = m.end()
+                # "name ::=" here means the previous rule ended without a newline
+                save = self.i
+                self.space(False)
+                if self.text.startswith("::=", self.i):
+                    self.fail(f"missing newline before the definition of '{m.group(0)}'")
+                self.i = save
+            elif c in ("*", "+", "?", "{"):
+                if not items:
+                    self.fail(f"'{c}' has nothing before it to repeat")
+                if items[-1][1] != 1 or items[-1][2] != 1:
+                    self.fail(f"'{c}' follows another repetition; use parentheses")
+                items[-1][1], items[-1][2] = self.repetition()
+            elif c == ")" and not nested:
+                self.fail("unbalanced parentheses: ')' without '('")
+            else:
+                return items
+            self.space(nested)
+
+    def repetition(self) -> tuple[int, Optional[int]]:
+        c = self.peek()
+        self.i += 1
+        if c == "*":
+            return 0, None
+        if c == "+":
+            return 1, None
+        if c == "?":
+            return 0, 1
+        m = re.compile(r"\s*(\d+)\s*(,\s*(\d*)\s*)?\}").match(self.text, self.i)
+        if not m:
+            self.fail("bad repetition: expected {m}, {m,} or {m,n}")
+        self.i = m.end()
+        lo = int(m.group(1))
+        hi: Optional[int] = lo if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
+        if hi is not None and hi < lo:
+            self.fail(f"bad repetition {{{lo},{hi}}}: the maximum is below the minimum")
+        if max(lo, hi or 0) > _MAX_REPEAT:
+            self.fail(f"repetition count above {_MAX_REPEAT} (llama.cpp refuses or silently unbounds it)")
+        return lo, hi
+
+    def char(self, end: str) -> str:
+        """One possibly escaped character of a literal or class; returns its text."""
+        t = self.text
+        if self.i >= len(t):
+            self.fail("unexpected end of grammar inside a literal or character class")
+        c = t[self.i]
+        if c == "\\":
+            e = t[self.i + 1:self.i + 2]
+            if e not in _ESCAPES:
+                self.fail(f"unknown escape '\\{e}'")
+            if e in _HEX_LEN:
+                digits = t[self.i + 2:self.i + 2 + _HEX_LEN[e]]
+                if len(digits) != _HEX_LEN[e] or not re.fullmatch(r"[0-9a-fA-F]+", digits):
+                    self.fail(f"escape '\\{e}' needs {_HEX_LEN[e]} hex digits")
+                self.i += 2 + _HEX_LEN[e]
+                return chr(int(digits, 16)) if int(digits, 16) <= 0x10FFFF else "?"
+            self.i += 2
+            return {"n": "\n", "r": "\r", "t": "\t"}.get(e, e)
+        if c in "\r\n":
+            self.fail("unterminated string literal" if end == '"' else "bad character class: unterminated '['")
+        self.i += 1
+        return c
+
+    def literal(self) -> str:
+        self.i += 1
+        out = []
+        while self.peek() != '"':
+            if not self.peek():
+                self.fail("unterminated string literal")
+            out.append(self.char('"'))
+        self.i += 1
+        return "".join(out)
+
+    def char_class(self) -> tuple[bool, list[tuple[str, str]]]:
+        start = self.i
+        self.i += 1
+        negated = self.peek() == "^"
+        if negated:
+            self.i += 1
+        ranges = []
+        while self.peek() != "]":
+            if not self.peek():
+                self.i = start
+                self.fail("bad character class: unterminated '['")
+            lo = hi = self.char("]")
+            if self.peek() == "-" and self.text[self.i + 1:self.i + 2] not in ("]", ""):
+                self.i += 1
+                hi = self.char("]")
+                if ord(hi) < ord(lo):
+                    self.fail(f"bad character class: range {lo!r}-{hi!r} is reversed")
+            ranges.append((lo, hi))
+        if not ranges:
+            self.fail("bad character class: it is empty")
+        self.i += 1
+        return negated, ranges
+
+
+def _nullable_item(item, nullable: set[str]) -> bool:
+    (kind, value), lo, _hi = item
+    if lo == 0:
+        return True
+    if kind == "lit":
+        return value == ""
+    if kind == "ref":
+        return value in nullable
+    if kind == "group":
+        return any(all(_nullable_item(i, nullable) for i in alt) for alt in value)
+    return False
+
+
+def _left_refs(alternatives, nullable: set[str], out: set[str]) -> set[str]:
+    """Rules that can be entered before any character is consumed."""
+    for alt in alternatives:
+        for item in alt:
+            kind, value = item[0]
+            if kind == "ref":
+                out.add(value)
+            elif kind == "group":
+                _left_refs(value, nullable, out)
+            if not _nullable_item(item, nullable):
+                break
+    return out
+
+
+def _walk_items(alternatives):
+    for alt in alternatives:
+        for item in alt:
+            yield item
+            if item[0][0] == "group":
+                yield from _walk_items(item[0][1])
+
+
+def check_grammar(text: str) -> None:
+    """Raise GrammarError with a readable message unless text is a safe GBNF grammar.
+
+    Checks the syntax as llama.cpp reads it, then: a root rule, every referenced rule defined,
+    no rule defined twice, repetition counts llama.cpp takes, no left recursion (llama.cpp
+    recurses forever on it), and no unbounded repetition of something that can match nothing
+    (some llama.cpp versions loop on it; our generators never need it, so it is refused).
+    """
+    try:
+        _checked(text)
+    except RecursionError:
+        raise GrammarError("the grammar nests too deeply to check") from None
+
+
+def _checked(text: str) -> dict[str, _Rule]:
+    """check_grammar, returning the parsed rules (for accepts)."""
+    if not isinstance(text, str) or not text.strip():
+        raise GrammarError("the grammar is empty")
+    p = _Parser(text)
+    p.parse()
+    rules = p.rules
+    if "root" not in rules:
+        raise GrammarError("the grammar has no 'root' rule")
+    for ref, owner, offset in p.refs:
+        if ref not in rules:
+            raise GrammarError(f"line {p.line(offset)} in rule '{owner}': undefined rule '{ref}'")
+
+    nullable: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for r in rules.values():
+            if r.name not in nullable and any(all(_nullable_item(i, nullable) for i in alt) for alt in r.alternatives):
+                nullable.add(r.name)
+                changed = True
+
+    for r in rules.values():
+        for item in _walk_items(r.alternatives):
+            if item[2] is None and _nullable_item([item[0], 1, 1], nullable):
+                raise GrammarError(
+                    f"line {p.line(r.offset)} in rule '{r.name}': an unbounded repetition of something that can match "
+                    "the empty string would loop forever"
+                )
+
+    graph = {name: _left_refs(r.alternatives, nullable, set()) for name, r in rules.items()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        path.append(name)
+        for nxt in sorted(graph[name]):
+            if state.get(nxt) == 1:
+                cycle = path[path.index(nxt):] + [nxt]
+                where = p.line(rules[nxt].offset)
+                raise GrammarError(f"left recursion: {' -> '.join(cycle)} (rule '{nxt}', line {where})")
+            if nxt not in state:
+                visit(nxt, path)
+        path.pop()
+        state[name] = 2
+
+    for name in sorted(rules):
+        if name not in state:
+            visit(name, [])
+    return rules
+
+
+# ---------------------------------------------------------------- matching (tests and debugging)
+
+
+def accepts(grammar: str, text: str) -> bool:
+    """Whether the whole of text is a sentence of the grammar (checked first).
+
+    A plain recursive matcher: fine for test strings, not for generation. Tests use it to prove
+    that what a style renders and parses is what its grammar lets a model write.
+    """
+    rules = _checked(grammar)
+    memo: dict[tuple[str, int], frozenset[int]] = {}
+
+    def rule_ends(name: str, pos: int) -> frozenset[int]:
+        key = (name, pos)
+        if key not in memo:
+            memo[key] = frozenset(alts_ends(rules[name].alternatives, pos))
+        return memo[key]
+
+    def alts_ends(alternatives, pos: int) -> set[int]:
+        out: set[int] = set()
+        for alt in alternatives:
+            current = {pos}
+            for item in alt:
+                current = set().union(*(item_ends(item, p) for p in current)) if current else set()
+            out |= current
+        return out
+
+    def once(atom, pos: int) -> set[int]:
+        kind, value = atom
+        if kind == "lit":
+            return {pos + len(value)} if text.startswith(value, pos) else set()
+        if kind == "class":
+            if pos >= len(text):
+                return set()
+            if value is None:
+                return {pos + 1}
+            negated, ranges = value
+            inside = any(lo <= text[pos] <= hi for lo, hi in ranges)
+            return {pos + 1} if inside != negated else set()
+        if kind == "ref":
+            return set(rule_ends(value, pos))
+        return alts_ends(value, pos)
+
+    def item_ends(item, pos: int) -> set[int]:
+        atom, lo, hi = item
+        out = {pos} if lo == 0 else set()
+        frontier, seen, count = {pos}, {pos}, 0
+        while frontier and (hi is None or count < hi):
+            count += 1
+            nxt = set().union(*(once(atom, p) for p in frontier))
+            if count >= lo:
+                out |= nxt
+            # Positions only move forward, so a bounded frontier of new positions terminates.
+            frontier = nxt - seen if hi is None else nxt
+            seen |= nxt
+        return out
+
+    return len(text) in rule_ends("root", 0)
