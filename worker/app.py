@@ -287,28 +287,36 @@ class ToolqWorker(Worker):
     """arq's Worker, woken by enqueuers instead of sleeping a poll, and riding out Redis outages."""
 
     async def _poll_iteration(self) -> None:
-        try:
-            await super()._poll_iteration()
-        except (RedisError, OSError) as e:
-            log.warning("queue poll failed; retrying", error=str(e))
-            await asyncio.sleep(min(1.0, self.poll_delay_s))
-            return
-        await self._wait_for_work()
+        # arq's poll() sleeps whatever is left of poll_delay after each iteration, so a wake
+        # must be served inside the iteration: keep picking and waiting until the step is used up.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.poll_delay_s
+        while True:
+            try:
+                await super()._poll_iteration()
+            except (RedisError, OSError) as e:
+                log.warning("queue poll failed; retrying", error=str(e))
+                await asyncio.sleep(min(1.0, self.poll_delay_s))
+                return
+            left = deadline - loop.time()
+            if left <= 0 or not self.allow_pick_jobs or not self.ctx["toolq"].settings.wake_on_enqueue:
+                return  # plain arq: its poll() sleeps the rest of poll_delay
+            await self._wait_for_work(left)
 
-    async def _wait_for_work(self) -> None:
+    async def _wait_for_work(self, timeout: float) -> None:
         """Block until a job may be waiting: a wake token when idle, a finished job when busy."""
-        if not self.allow_pick_jobs:
-            return
         if self.job_counter < self.max_jobs:
             model = self.ctx["toolq"].model
             try:
-                await self.pool.blpop([keys.wake(model)], timeout=self.poll_delay_s)
+                await self.pool.blpop([keys.wake(model)], timeout=timeout)
             except (RedisError, OSError):
-                await asyncio.sleep(self.poll_delay_s)
+                await asyncio.sleep(timeout)
         else:
             busy = [t for t in self.tasks.values() if not t.done()]
             if busy:
-                await asyncio.wait(busy, timeout=self.poll_delay_s, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(busy, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await asyncio.sleep(min(timeout, 0.01))
 
 
 async def _startup(ctx: dict[str, Any], settings: WorkerSettings, engine: Engine) -> None:
@@ -356,7 +364,7 @@ def create_worker(settings: WorkerSettings, engine: Engine, *, worker_id: Option
         job_timeout=settings.job_timeout_cap_s + 60,  # our own deadline stops jobs; arq's is a backstop
         keep_result=0,  # results live in the job record, typed; arq's would be pickled-shaped
         max_tries=1000,  # attempts are ours (leases); an arq retry of a stale attempt is a no-op
-        poll_delay=0.5,
+        poll_delay=settings.poll_delay_s,
         health_check_interval=5,
         health_check_key=f"{keys.PREFIX}:health:{worker_id}",
         handle_signals=handle_signals,

@@ -55,6 +55,8 @@ class WorkerSettings(BaseSettings):
     job_timeout_cap_s: float = Field(default=3600.0, gt=0)  # what a job may ask for at most
     lease_ms: int = Field(default=2000, ge=200)
     heartbeat_ms: int = Field(default=500, ge=50)
+    poll_delay_s: float = Field(default=0.5, gt=0)  # arq's queue poll; wake tokens make pickup immediate
+    wake_on_enqueue: bool = True  # off: plain arq polling (benchmarks compare the two)
     shutdown_grace_s: float = Field(default=10.0, ge=0)  # SIGTERM: let the running job finish this long
     event_ttl_s: int = Field(default=24 * 3600, ge=1)  # streams and results expire after the end
     stream_maxlen: int = Field(default=10_000, ge=100)
