@@ -32,6 +32,7 @@ from worker.generation import ContextLengthExceeded, EngineError, GenerationRequ
 import llama_cpp  # noqa: E402  (after CUDA_VISIBLE_DEVICES is set by the CLI)
 
 _token_data_dtype = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")], align=True)
+_TOP_K = 64  # candidates tried before a grammar is applied to the whole vocabulary
 
 
 def _silence_llama_log() -> None:
@@ -95,6 +96,7 @@ class LlamaEngine:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
         self._candidates = np.zeros(self.n_vocab, dtype=_token_data_dtype)
         self._candidates["id"] = np.arange(self.n_vocab, dtype=np.int32)
+        self._top = np.zeros(_TOP_K, dtype=_token_data_dtype)
         self._one = llama_cpp.llama_token_data_array()
         self._one_data = (llama_cpp.llama_token_data * 1)()
 
@@ -264,21 +266,43 @@ class LlamaEngine:
         return self._one_data[0].logit != float("-inf")
 
     def _resample_with_grammar(self, chain, grammar) -> int:
-        """The sampled token broke the grammar: constrain the whole vocabulary, sample again."""
-        logits = llama_cpp.llama_get_logits_ith(self._ctx, -1)
-        cand = self._candidates
-        cand["logit"] = np.ctypeslib.as_array(logits, shape=(self.n_vocab,))
-        cand["p"] = 0.0
-        arr = llama_cpp.llama_token_data_array(
-            cand.ctypes.data_as(llama_cpp.llama_token_data_p), self.n_vocab, -1, False)
-        llama_cpp.llama_sampler_apply(grammar, ctypes.byref(arr))
-        llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
-        if arr.selected < 0:
+        """The sampled token broke the grammar: sample again among tokens the grammar allows.
+
+        The grammar is first applied to the model's top candidates only: a full-vocabulary pass
+        costs ~15 ms a token on a 49k vocabulary, a top-64 pass microseconds. With greedy
+        sampling this picks exactly the token a full pass would whenever any top candidate is
+        allowed (the best allowed token is then among them); with temperature it samples among
+        the allowed top candidates, which the chain's own top-k would narrow to anyway. Only when
+        no top candidate is allowed is the whole vocabulary constrained.
+        """
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(self.n_vocab,))
+        top = np.argpartition(logits, -_TOP_K)[-_TOP_K:]
+        few = self._top
+        few["id"] = top
+        few["logit"] = logits[top]
+        few["p"] = 0.0
+        token = self._constrain_and_sample(chain, grammar, few, _TOP_K)
+        if token is None:
+            cand = self._candidates
+            cand["logit"] = logits
+            cand["p"] = 0.0
+            token = self._constrain_and_sample(chain, grammar, cand, self.n_vocab)
+        if token is None:
             raise EngineError("no token satisfies the grammar")
-        # samplers may have moved the data pointer; read the selected entry through it
-        token = arr.data[arr.selected].id
         llama_cpp.llama_sampler_accept(chain, token)
         return token
+
+    @staticmethod
+    def _constrain_and_sample(chain, grammar, cand: np.ndarray, n: int) -> Optional[int]:
+        arr = llama_cpp.llama_token_data_array(cand.ctypes.data_as(llama_cpp.llama_token_data_p), n, -1, False)
+        llama_cpp.llama_sampler_apply(grammar, ctypes.byref(arr))
+        if not np.isfinite(cand["logit"][:n]).any():
+            return None
+        llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
+        if arr.selected < 0:
+            return None
+        # samplers may have moved the data pointer; read the selected entry through it
+        return int(arr.data[arr.selected].id)
 
     def _decode(self, req: GenerationRequest, chain, grammar, budget: int) -> tuple[str, str, int]:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
