@@ -58,6 +58,10 @@ class ToolCallFormat:
         tool_calls support, and for a transcript)."""
         raise NotImplementedError
 
+    def render_final(self, content: str) -> str:
+        """An earlier final answer as this style writes answers (plain text for most styles)."""
+        return content
+
     def render_tool_result(self, name: str, call_id: str, content: str) -> str:
         """A tool result as the model expects to read it (``<tool_response>`` for Hermes)."""
         raise NotImplementedError
