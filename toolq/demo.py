@@ -127,7 +127,8 @@ async def _converse(base: str, prompt: str) -> int:
     from toolq.console import print_event
 
     request = JobRequest(messages=[Message(role="user", content=prompt)], tools=["calculate_zorbix"],
-                         tool_choice="required", max_iterations=3, max_tokens=128)
+                         tool_choice="required", parallel_tool_calls=False, max_iterations=3,
+                         max_tokens=128)
     console.print(f"[bold]user:[/bold] {prompt}")
     async with Client(base) as client:
         job_id = await client.submit(request)

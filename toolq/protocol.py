@@ -117,6 +117,9 @@ class JobRequest(_Model):
     messages: list[Message] = Field(min_length=1)
     tools: Optional[list[str]] = None  # names from the worker registry; None means all
     tool_choice: ToolChoice = "auto"
+    # False: at most one call per turn (the grammar ends after it). Small models that repeat a
+    # call until max_tokens are much faster with it.
+    parallel_tool_calls: bool = True
     model: Optional[str] = None  # None: the only model served, if exactly one is
     max_iterations: int = Field(default=5, ge=1, le=100)
     max_tokens: int = Field(default=512, ge=1, le=32768)

@@ -103,7 +103,9 @@ async def run_job(ctx: dict[str, Any], job_id: str, attempt: int) -> str:
     request = JobRequest.model_validate_json(rec["request"])
     checkpoint = json.loads(rec["checkpoint"]) if rec.get("checkpoint") else None
     events = EventLog(store, job_id, attempt, lease_ms=state.settings.lease_ms)
-    bound = log.bind(job_id=job_id, attempt=attempt)
+    # arq runs each job in its own task, so this binds the job for everything it runs
+    structlog.contextvars.bind_contextvars(job_id=job_id, attempt=attempt)
+    bound = log
     try:
         await events.started(worker_id=state.worker_id, model=state.model, resumed=checkpoint is not None or attempt > 1)
     except JobEnded:

@@ -26,11 +26,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol, Sequence
 
+import structlog
+
 from toolq.protocol import JobRequest, Message, ToolCall, Usage
 from worker.formats.base import ToolCallFormat, ToolSpec
 from worker.generation import Engine, GenerationRequest, GenerationResult
 from worker.templates import ChatTemplate
 from worker.tools import ToolOutcome, ToolRegistry
+
+
+log = structlog.get_logger("toolq.loop")
 
 
 class EventSink(Protocol):
@@ -168,12 +173,7 @@ class ConversationLoop:
             first_round = state.iterations == 0
             required = forced_first and first_round
             prompt_tools = tools if (required or not forced_first) else all_tools
-            grammar, trigger = None, None
-            if prompt_tools:
-                if required:
-                    grammar = self.fmt.grammar(prompt_tools, required=True)
-                elif self.fmt.trigger:
-                    grammar, trigger = self.fmt.call_grammar(prompt_tools), self.fmt.trigger
+            grammar, trigger = self._grammar(prompt_tools, required, request.parallel_tool_calls)
             gen = await self._generate(request, state, prompt_tools, grammar, trigger, stop_event, sink)
             parsed = self.fmt.parse(gen.text, names)
 
@@ -204,6 +204,7 @@ class ConversationLoop:
         prompt = self.template.render(state.messages, tools=tools, fmt=self.fmt, add_generation_prompt=True,
                                       prompt_variant=self.prompt_variant)
         state.iterations += 1
+        structlog.contextvars.bind_contextvars(iteration=state.iterations)
         gen = await self.engine.generate(GenerationRequest(
             segments=prompt.segments, max_tokens=request.max_tokens, temperature=request.temperature,
             seed=request.seed, stop=self.fmt.stop, grammar=grammar, grammar_trigger=trigger,
@@ -211,9 +212,24 @@ class ConversationLoop:
         state.usage.add(Usage(prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens,
                               cached_prompt_tokens=gen.cached_tokens))
         state.generate_ms += gen.prompt_ms + gen.decode_ms
+        log.info("generated", stop_reason=gen.stop_reason, prompt_tokens=gen.prompt_tokens,
+                 cached_tokens=gen.cached_tokens, completion_tokens=gen.completion_tokens,
+                 decode_tps=round(gen.decode_tps, 1), grammar=grammar is not None)
         if gen.stop_reason == "aborted":
             raise Aborted()
         return gen
+
+    def _grammar(self, tools: list[ToolSpec], required: bool, parallel: bool) -> tuple[Optional[str], Optional[str]]:
+        """(grammar, lazy trigger). Required: the whole output is calls. Auto: free text, and a
+        lazy grammar from the opening tag on. ``call_grammar`` is one call from the trigger on."""
+        if not tools:
+            return None, None
+        one = self.fmt.call_grammar(tools) if self.fmt.trigger else None
+        if required:
+            return (one if not parallel and one else self.fmt.grammar(tools, required=True)), None
+        if self.fmt.trigger is None:
+            return None, None  # no opening tag to start a lazy grammar from
+        return (self.fmt.grammar(tools, required=True) if parallel else one), self.fmt.trigger
 
     @staticmethod
     def _problem_text(problems: Sequence[str]) -> str:
@@ -227,6 +243,7 @@ class ConversationLoop:
             await sink.tool_call(call, state.iterations)
 
         async def one(call: ToolCall) -> tuple[ToolCall, ToolOutcome, bool]:
+            structlog.contextvars.bind_contextvars(tool=call.name)  # this task's context only
             if call.name not in names:
                 listed = ", ".join(sorted(names)) or "none"
                 return call, ToolOutcome(False, "", f"unknown tool {call.name!r}; the tools you can call are: {listed}", 0.0), False
@@ -250,6 +267,8 @@ class ConversationLoop:
                 call, outcome, executed = await fut
                 text = outcome.content if outcome.ok else (outcome.error or "the tool failed")
                 state.messages.append(Message(role="tool", tool_call_id=call.id, name=call.name, content=text))
+                log.info("tool result", tool=call.name, ok=outcome.ok, executed=executed,
+                         duration_ms=round(outcome.duration_ms, 2))
                 await sink.tool_result(call, ok=outcome.ok, content=outcome.content, error=outcome.error,
                                        duration_ms=outcome.duration_ms, executed=executed,
                                        checkpoint=state.checkpoint())

@@ -221,6 +221,16 @@ async def test_required_constrains_only_the_first_round(registry):
     assert second.grammar_trigger == "<tool_call>"
 
 
+async def test_parallel_tool_calls_off_limits_the_grammar_to_one_call(registry):
+    loop, engine = make_loop(registry, [call("add", a=2, b=3), "5", call("add", a=1, b=1), "2"])
+    await loop.run(req(tool_choice="required", parallel_tool_calls=False), Sink())
+    await loop.run(req(parallel_tool_calls=True), Sink())
+    single, _, multi, _ = engine.requests
+    assert single.grammar == loop.fmt.call_grammar(loop.job_tools(req()))
+    assert multi.grammar == loop.fmt.grammar(loop.job_tools(req()), required=True)
+    assert multi.grammar_trigger == "<tool_call>"
+
+
 async def test_named_tool_shows_and_constrains_that_tool_only(registry):
     loop, engine = make_loop(registry, [call("add", a=2, b=3), "5"])
     choice = {"type": "function", "function": {"name": "add"}}
