@@ -248,6 +248,14 @@ def test_hermes3_renders_the_seed_conversation():
     check_segments(prompt)
 
 
+def test_hermes3_output_is_plain_chatml_without_blank_lines():
+    # Blank lines between turns made SmolLM2 echo the <tool_response> instead of answering.
+    text = render("hermes3_tool_calling", seed_messages(), "hermes").text
+    assert text.startswith("<|im_start|>system\n")
+    assert "\n\n" not in text
+    assert text.count("<|im_end|>\n<|im_start|>") == text.count("<|im_start|>") - 1
+
+
 def test_hermes3_tool_calls_parse_back_as_json():
     prompt = render("hermes3_tool_calling", seed_messages(), "hermes")
     blocks = re.findall(r"<tool_call>\n(.*?)\n</tool_call>", prompt.text, re.S)
