@@ -14,7 +14,6 @@ is not thread-safe). The decode loop drives llama.cpp's low-level API directly:
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import ctypes
 import os
@@ -27,7 +26,14 @@ from typing import Optional, Sequence
 import numpy as np
 
 from worker.formats.gbnf import GrammarError, check_grammar
-from worker.generation import ContextLengthExceeded, EngineError, GenerationRequest, GenerationResult, Segment
+from worker.generation import (
+    ContextLengthExceeded,
+    EngineError,
+    GenerationRequest,
+    GenerationResult,
+    Segment,
+    generate_in_thread,
+)
 
 import llama_cpp  # noqa: E402  (after CUDA_VISIBLE_DEVICES is set by the CLI)
 
@@ -161,16 +167,8 @@ class LlamaEngine:
     # ------------------------------------------------------------------ generation
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
-        """Generate in the engine's thread. If the awaiting task is cancelled, the model is
-        stopped (stop flag) and awaited, so the thread is free when this returns."""
-        loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(self._executor, self.generate_sync, request)
-        try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            request.stop_event.set()
-            await asyncio.wait([fut])
-            raise
+        """Generate in this engine's one thread (a llama.cpp context is not thread-safe)."""
+        return await generate_in_thread(self._executor, self.generate_sync, request)
 
     def generate_sync(self, req: GenerationRequest) -> GenerationResult:
         if req.grammar is not None:

@@ -6,7 +6,9 @@ GenerationRequest and return a GenerationResult, so the loop runs the same over 
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Optional, Protocol, Sequence
 
@@ -69,3 +71,20 @@ class Engine(Protocol):
     async def generate(self, request: GenerationRequest) -> GenerationResult: ...
 
     def close(self) -> None: ...
+
+
+async def generate_in_thread(executor: Executor, generate_sync: Callable[[GenerationRequest], GenerationResult],
+                             request: GenerationRequest) -> GenerationResult:
+    """Run a blocking generation in the engine's own thread.
+
+    Cancelling the awaiting task does not stop a thread, so on cancel the request's stop flag is
+    set and the thread is awaited (it stops within a token): the thread is free again when the
+    CancelledError propagates, and no generation is left running behind the caller's back.
+    """
+    fut = asyncio.get_running_loop().run_in_executor(executor, generate_sync, request)
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        request.stop_event.set()
+        await asyncio.wait([fut])
+        raise

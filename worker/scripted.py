@@ -8,7 +8,6 @@ Never used to claim anything about the model itself.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence, Union
 
-from worker.generation import ContextLengthExceeded, GenerationRequest, GenerationResult
+from worker.generation import ContextLengthExceeded, GenerationRequest, GenerationResult, generate_in_thread
 
 Reply = Union[str, Callable[[str], str]]
 
@@ -62,14 +61,7 @@ class ScriptedEngine:
         return reply(prompt) if callable(reply) else reply
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
-        loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(self._executor, self.generate_sync, request)
-        try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            request.stop_event.set()
-            await asyncio.wait([fut])
-            raise
+        return await generate_in_thread(self._executor, self.generate_sync, request)
 
     def generate_sync(self, req: GenerationRequest) -> GenerationResult:
         prompt = "".join(text for text, _ in req.segments)

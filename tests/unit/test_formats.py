@@ -12,28 +12,7 @@ from worker.formats.gbnf import accepts, check_grammar
 from worker.formats.hermes import hermes_prompt
 from worker.formats.mixtral import unescape_underscores
 
-# The seed 003 fixture.
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "superSecretTool",
-            "description": "Adds two numbers",
-            "parameters": {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]},
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "say",
-            "description": "Says something out loud (TTS)",
-            "parameters": {
-                "properties": {"text": {"description": "The text to say out loud", "type": "string"}},
-                "required": ["text"],
-            },
-        },
-    },
-]
+from tests.support.seed import SEED_TOOLS as TOOLS  # the seed 003 fixture
 NAMES = {"superSecretTool", "say"}
 SEED_ARGS = {"a": 2535, "b": 32222000403}
 SEED_CALL = ToolCall(id="call_531873", function=FunctionCall(name="superSecretTool", arguments=SEED_ARGS))

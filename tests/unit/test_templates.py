@@ -49,30 +49,7 @@ SEED_MESSAGES = [
     {"role": "assistant", "name": None, "tool_call_id": None, "content": ANSWER, "tool_calls": None},
 ]
 
-SEED_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "superSecretTool",
-            "description": "Adds two numbers",
-            "parameters": {
-                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "required": ["a", "b"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "say",
-            "description": "Says something out loud (TTS)",
-            "parameters": {
-                "properties": {"text": {"description": "The text to say out loud", "type": "string"}},
-                "required": ["text"],
-            },
-        },
-    },
-]
+from tests.support.seed import SEED_TOOLS  # noqa: E402
 
 # (template, format, prompt variant) as seed 003 pairs them.
 SEED_COMBOS = [
