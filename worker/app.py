@@ -72,6 +72,7 @@ class WorkerState:
     worker_id: str
     running: dict[str, RunningJob] = field(default_factory=dict)
     jobs_done: int = 0
+    beats: int = 0
     background: list[asyncio.Task] = field(default_factory=list)
     worker: Optional["ToolqWorker"] = None
 
@@ -277,9 +278,26 @@ async def _beat(state: WorkerState, specs: str, ttl_ms: int) -> None:
             running.why_stopped = "superseded"
             running.stop_event.set()
             running.task.cancel()
+    state.beats += 1
+    if state.beats % 20 == 1:
+        await _prune_dead_workers(store)
     for job_id, attempt in await store.claim_expired(state.model, grace_ms=s.lease_ms * 3):
         log.warning("resuming job of a lost worker", job_id=job_id, attempt=attempt)
         await store.enqueue_attempt(job_id, state.model, attempt)
+
+
+async def _prune_dead_workers(store: JobStore) -> None:
+    """Drop registry ids whose hash expired (a worker that died without saying goodbye)."""
+    ids = [m.decode() for m in await store.redis.smembers(keys.WORKERS)]
+    if not ids:
+        return
+    async with store.redis.pipeline(transaction=False) as pipe:
+        for wid in ids:
+            pipe.exists(keys.worker(wid))
+        alive = await pipe.execute()
+    dead = [wid for wid, ok in zip(ids, alive) if not ok]
+    if dead:
+        await store.redis.srem(keys.WORKERS, *dead)
 
 
 # ---------------------------------------------------------------------- the arq worker

@@ -34,8 +34,8 @@ async def running_worker(redis_url: str, engine: ScriptedEngine, **settings):
     worker = create_worker(s, engine, handle_signals=False)
     task = asyncio.create_task(worker.async_run())
     r = sync_redis.Redis.from_url(redis_url)
-    for _ in range(200):
-        if r.smembers(keys.WORKERS):
+    for _ in range(250):
+        if r.exists(keys.worker(worker.ctx["worker_id"])):
             break
         await asyncio.sleep(0.02)
     try:
@@ -76,6 +76,20 @@ async def test_job_events_in_order_with_contiguous_seq(redis_url, store):
     assert result.timings.total_ms >= result.timings.tools_ms >= 0
     # the stream expires after the terminal event
     assert 0 < await store.redis.ttl(keys.log(job_id))
+
+
+async def test_registry_entry_and_pruning_of_dead_workers(redis_url, store):
+    await store.redis.sadd(keys.WORKERS, "ghost")  # a worker that died: no hash any more
+    async with running_worker(redis_url, ScriptedEngine(["x"])) as worker:
+        wid = worker.ctx["worker_id"]
+        h = await store.redis.hgetall(keys.worker(wid))
+        assert h[b"model"] == b"scripted" and json.loads(h[b"tools"])[0]["type"] == "function"
+        assert 0 < await store.redis.pttl(keys.worker(wid)) <= 3000
+        for _ in range(50):  # pruned within a heartbeat or two
+            if await store.redis.smembers(keys.WORKERS) == {wid.encode()}:
+                break
+            await asyncio.sleep(0.05)
+        assert await store.redis.smembers(keys.WORKERS) == {wid.encode()}
 
 
 async def test_token_events_when_asked(redis_url, store):
