@@ -1,0 +1,124 @@
+"""Terminal output for `toolq submit` and `toolq events`: each event printed as it happens.
+
+Exit codes: 0 the job succeeded, 1 it failed, 2 it was cancelled, 3 the gateway refused the
+request or could not be reached (the message says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Optional
+
+import httpx
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+
+from toolq.client import Client
+from toolq.errors import ToolqError
+from toolq.protocol import Event, EventType
+
+EXIT_OK, EXIT_FAILED, EXIT_CANCELLED, EXIT_REFUSED = 0, 1, 2, 3
+_EXIT_OF = {EventType.final: EXIT_OK, EventType.error: EXIT_FAILED, EventType.cancelled: EXIT_CANCELLED}
+
+
+def _args(arguments: Any) -> str:
+    if isinstance(arguments, dict):
+        return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def _short(text: Any, limit: int = 400) -> str:
+    text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
+def print_event(console: Console, event: Event) -> None:
+    """Print one event the way a person wants to read it."""
+    d = event.data
+    t = event.type
+    if t is EventType.queued:
+        console.print(f"[dim]#{event.seq} queued for model {escape(str(d.get('model', '?')))}[/dim]")
+    elif t is EventType.started:
+        again = " [yellow](resumed)[/yellow]" if d.get("resumed") else ""
+        console.print(f"[dim]#{event.seq} started on {escape(str(d.get('worker', '?')))}, "
+                      f"attempt {d.get('attempt', 1)}[/dim]{again}")
+    elif t is EventType.token:
+        console.print(escape(str(d.get("text", ""))), end="", soft_wrap=True, highlight=False)
+    elif t is EventType.tool_call:
+        name, args = escape(str(d.get("name", "?"))), escape(_args(d.get("arguments")))
+        console.print(f"[bold cyan]→ {name}[/bold cyan]({args})", highlight=False)
+    elif t is EventType.tool_result:
+        ms = d.get("duration_ms")
+        took = f" [dim]{ms:.0f} ms[/dim]" if isinstance(ms, (int, float)) and d.get("executed", True) else ""
+        reused = "" if d.get("executed", True) else " [dim](earlier result reused)[/dim]"
+        if d.get("ok"):
+            console.print(f"  [green]← {escape(_short(d.get('content', '')))}[/green]{took}{reused}", highlight=False)
+        else:
+            console.print(f"  [red]← {escape(_short(d.get('error') or d.get('content') or 'failed'))}[/red]{took}",
+                          highlight=False)
+    elif t is EventType.final:
+        reason = d.get("finish_reason", "stop")
+        usage = d.get("usage") or {}
+        subtitle = f"{reason}, {d.get('iterations', '?')} iteration(s), {usage.get('completion_tokens', '?')} tokens"
+        console.print(Panel(escape(str(d.get("content") or "")), title="answer", subtitle=subtitle,
+                            border_style="green" if reason == "stop" else "yellow"))
+    elif t is EventType.error:
+        code, message = escape(str(d.get("code", ""))), escape(str(d.get("message", "")))
+        console.print(f"[bold red]error[/bold red] {code}: {message}")
+    elif t is EventType.cancelled:
+        console.print(f"[yellow]cancelled[/yellow] {escape(str(d.get('reason', '')))}")
+
+
+def _tool_choice(value: Optional[str]) -> Any:
+    if value in (None, "", "auto", "none", "required"):
+        return value or "auto"
+    return {"type": "function", "function": {"name": value}}
+
+
+async def _follow(client: Client, console: Console, job_id: str, after: int) -> int:
+    async for event in client.events(job_id, after=after):
+        print_event(console, event)
+        if event.terminal:
+            return _EXIT_OF[event.type]
+    return EXIT_FAILED  # unreachable: events() ends only after a terminal event
+
+
+def _refused(console: Console, exc: Exception) -> int:
+    if isinstance(exc, ToolqError):
+        console.print(f"[bold red]{exc.code}[/bold red]: {escape(exc.message)}")
+    else:
+        console.print(f"[bold red]cannot reach the gateway[/bold red]: {escape(str(exc))}")
+    return EXIT_REFUSED
+
+
+async def submit_and_follow(args: argparse.Namespace, console: Optional[Console] = None) -> int:
+    console = console or Console()
+    fields: dict[str, Any] = {"tool_choice": _tool_choice(args.tool_choice), "max_iterations": args.max_iterations,
+                              "max_tokens": args.max_tokens}
+    for name in ("tools", "model", "system"):
+        if getattr(args, name, None):
+            fields[name] = getattr(args, name)
+    async with Client(args.url, args.api_key) as client:
+        try:
+            job_id = await client.submit(args.prompt, **fields)
+        except (ToolqError, httpx.HTTPError, ValueError) as e:
+            return _refused(console, e)
+        if not args.follow:
+            console.print(job_id, highlight=False)
+            return EXIT_OK
+        console.print(f"[bold]job[/bold] {job_id}", highlight=False)
+        try:
+            return await _follow(client, console, job_id, 0)
+        except (ToolqError, httpx.HTTPError) as e:
+            return _refused(console, e)
+
+
+async def follow_job(args: argparse.Namespace, console: Optional[Console] = None) -> int:
+    console = console or Console()
+    async with Client(args.url, args.api_key) as client:
+        try:
+            return await _follow(client, console, args.job_id, args.after or 0)
+        except (ToolqError, httpx.HTTPError) as e:
+            return _refused(console, e)

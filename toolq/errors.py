@@ -1,0 +1,110 @@
+"""What can go wrong with a request, as exceptions that carry their HTTP status and error code.
+
+The gateway turns them into ``{"error": {"code", "message", "field"}}`` answers; the client SDK turns
+those answers back into the same classes, and raises them directly in its Redis mode, so a
+caller catches ``UnknownModel`` whether it talks HTTP or Redis.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+class ToolqError(Exception):
+    status: int = 500
+    code: str = "internal"
+
+    def __init__(self, message: str, *, field: Optional[str] = None, code: Optional[str] = None,
+                 headers: Optional[dict[str, str]] = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        if code is not None:
+            self.code = code
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        err: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field is not None:
+            err["field"] = self.field
+        return {"error": err}
+
+
+class InvalidRequest(ToolqError):
+    status, code = 422, "invalid_request"
+
+
+class UnknownModel(InvalidRequest):
+    code = "unknown_model"
+
+
+class UnknownTool(InvalidRequest):
+    code = "unknown_tool"
+
+
+class LimitExceeded(InvalidRequest):
+    """A value above a cap the operator set (max_tokens, max_iterations, messages, timeout)."""
+
+    code = "limit_exceeded"
+
+
+class BadRequest(ToolqError):
+    status, code = 400, "bad_request"
+
+
+class Unauthorized(ToolqError):
+    status, code = 401, "unauthorized"
+
+
+class NotFound(ToolqError):
+    status, code = 404, "not_found"
+
+
+class JobNotFoundError(NotFound):
+    """No such job for this caller: never created, expired, or another tenant's (all look alike)."""
+
+    code = "job_not_found"
+
+
+class BodyTooLarge(ToolqError):
+    status, code = 413, "body_too_large"
+
+
+class QueueFull(ToolqError):
+    status, code = 429, "queue_full"
+
+    def __init__(self, message: str, *, retry_after_s: int, **kw: Any):
+        super().__init__(message, headers={"Retry-After": str(retry_after_s)}, **kw)
+        self.retry_after_s = retry_after_s
+
+
+class Unavailable(ToolqError):
+    """The service cannot answer now (Redis down, no live worker): retry later."""
+
+    status, code = 503, "unavailable"
+
+    def __init__(self, message: str, *, retry_after_s: int = 5, **kw: Any):
+        super().__init__(message, **kw)
+        self.headers.setdefault("Retry-After", str(retry_after_s))
+
+
+# For the SDK: the class to raise for an error code read from a gateway answer.
+BY_CODE: dict[str, type[ToolqError]] = {
+    cls.code: cls for cls in (InvalidRequest, UnknownModel, UnknownTool, LimitExceeded, BadRequest,
+                              Unauthorized, NotFound, JobNotFoundError, BodyTooLarge, QueueFull, Unavailable)
+}
+
+
+def from_response(status: int, body: Any, headers: Optional[dict[str, str]] = None) -> ToolqError:
+    """Rebuild the exception a gateway answer stands for."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        return ToolqError(f"HTTP {status}: {body!r}"[:500], code="http_error")
+    code, message = str(err.get("code", "http_error")), str(err.get("message", ""))
+    cls = BY_CODE.get(code, ToolqError)
+    if cls is QueueFull:
+        retry = (headers or {}).get("retry-after", "1")
+        return QueueFull(message, retry_after_s=int(retry) if retry.isdigit() else 1, field=err.get("field"))
+    exc = cls(message, field=err.get("field"), code=code)
+    exc.status = status
+    return exc

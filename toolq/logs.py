@@ -1,0 +1,28 @@
+"""structlog JSON lines on stderr, the same for every toolq service.
+
+Context (job_id, iteration, tool, tenant) comes from bound contextvars, so a log line carries it
+without every call site passing it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )

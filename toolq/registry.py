@@ -1,0 +1,179 @@
+"""Reading the worker registry: which models and tools the live workers serve right now.
+
+Workers write it (toolq.keys: set ``toolq:workers``, one expiring hash per worker); the gateway and
+the SDK's Redis mode read it here to resolve a job's model and check its tools before enqueueing,
+so a job for a model nobody serves is refused at once instead of waiting in a queue forever.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from toolq import keys
+from toolq.api import ModelView, ToolSpec
+from toolq.errors import Unavailable, UnknownModel, UnknownTool
+from toolq.protocol import JobRequest
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    id: str
+    model: str
+    tools: tuple[dict[str, Any], ...]  # OpenAI function specs
+    gpu: Optional[int] = None
+    heartbeat_ms: int = 0
+    busy: int = 0
+    jobs_done: int = 0
+    max_jobs: int = 1
+    host: str = ""
+    pid: int = 0
+
+    @property
+    def tool_names(self) -> frozenset[str]:
+        return frozenset(t["function"]["name"] for t in self.tools)
+
+    @classmethod
+    def from_hash(cls, h: dict[bytes, bytes]) -> Optional["WorkerInfo"]:
+        """Parse one registry hash; None for an entry too broken to trust (a half-written hash)."""
+        d = {k.decode(): v.decode() for k, v in h.items()}
+        try:
+            tools = tuple(t for t in json.loads(d.get("tools") or "[]")
+                          if isinstance(t, dict) and isinstance(t.get("function"), dict) and t["function"].get("name"))
+            return cls(id=d["id"], model=d["model"], tools=tools, gpu=int(d["gpu"]) if d.get("gpu") else None,
+                       heartbeat_ms=int(d.get("heartbeat_ms") or 0), busy=int(d.get("busy") or 0),
+                       jobs_done=int(d.get("jobs_done") or 0), max_jobs=int(d.get("max_jobs") or 1),
+                       host=d.get("host", ""), pid=int(d.get("pid") or 0))
+        except (KeyError, ValueError, TypeError):
+            return None
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A snapshot of the live workers."""
+
+    workers: tuple[WorkerInfo, ...] = field(default_factory=tuple)
+
+    def models(self) -> list[str]:
+        return sorted({w.model for w in self.workers})
+
+    def workers_of(self, model: str) -> list[WorkerInfo]:
+        return [w for w in self.workers if w.model == model]
+
+    def tools_of(self, model: str) -> dict[str, dict[str, Any]]:
+        """Tools every worker of the model serves. A job may land on any of them, so a tool only
+        some of them have is not offered (during a rolling update the sets can differ)."""
+        workers = self.workers_of(model)
+        if not workers:
+            return {}
+        common = frozenset.intersection(*(w.tool_names for w in workers))
+        return {t["function"]["name"]: t for t in workers[0].tools if t["function"]["name"] in common}
+
+    def tool_specs(self) -> list[ToolSpec]:
+        """Every tool a live model serves, once, with the models that serve it; sorted by name."""
+        specs: dict[str, ToolSpec] = {}
+        for model in self.models():
+            for name, spec in self.tools_of(model).items():
+                specs.setdefault(name, ToolSpec(function=spec["function"], models=[])).models.append(model)
+        return [specs[n] for n in sorted(specs)]
+
+    async def describe(self, redis: Any, models: list[str]) -> list[ModelView]:
+        """The given models with their workers, tools and queue depth (one pipelined round trip)."""
+        if not models:
+            return []
+        async with redis.pipeline(transaction=False) as pipe:
+            for m in models:
+                pipe.zcard(keys.queue(m))
+            depths = await pipe.execute()
+        return [ModelView(id=m, workers=len(self.workers_of(m)), busy=sum(w.busy for w in self.workers_of(m)),
+                          queue_depth=d, tools=sorted(self.tools_of(m)))
+                for m, d in zip(models, depths, strict=True)]
+
+    def resolve(self, request: JobRequest) -> str:
+        """The model the job goes to, after checking that its model and tools are served.
+
+        Raises Unavailable (no live worker at all), UnknownModel or UnknownTool.
+        """
+        models = self.models()
+        if not models:
+            raise Unavailable("no live worker is registered; start a worker or retry later")
+        model = request.model
+        if model is None:
+            if len(models) > 1:
+                raise UnknownModel(f"model is required when several are served; choose one of: {', '.join(models)}",
+                                   field="model")
+            model = models[0]
+        elif model not in models:
+            raise UnknownModel(f"model {model!r} is not served by any live worker; served: {', '.join(models)}",
+                               field="model")
+        served = self.tools_of(model)
+        asked = list(request.tools or [])
+        forced = request.forced_tool()
+        if forced is not None:
+            asked.append(forced)
+        unknown = sorted({name for name in asked if name not in served})
+        if unknown:
+            raise UnknownTool(f"unknown tool(s) {', '.join(map(repr, unknown))} for model {model!r}; "
+                              f"available: {', '.join(sorted(served)) or 'none'}", field="tools")
+        if request.tool_choice == "required" and not served:
+            raise UnknownTool(f"tool_choice 'required' but model {model!r} serves no tools", field="tool_choice")
+        return model
+
+
+async def read_fleet(redis: Any, *, prune: bool = True) -> Fleet:
+    """The live workers. Two round trips: the member set, then every hash in one pipeline.
+
+    A member whose hash expired belongs to a dead worker; with ``prune`` it is dropped from the
+    set (a live worker re-adds itself on its next heartbeat, so this can never hide one for long).
+    """
+    ids = sorted(m.decode() for m in await redis.smembers(keys.WORKERS))
+    if not ids:
+        return Fleet()
+    async with redis.pipeline(transaction=False) as pipe:
+        for wid in ids:
+            pipe.hgetall(keys.worker(wid))
+        hashes = await pipe.execute()
+    workers, dead = [], []
+    for wid, h in zip(ids, hashes, strict=True):
+        info = WorkerInfo.from_hash(h) if h else None
+        if info is None:
+            dead.append(wid)
+        else:
+            workers.append(info)
+    if prune and dead:
+        await redis.srem(keys.WORKERS, *dead)
+    return Fleet(tuple(workers))
+
+
+def local_worker_alive(redis_url: str, host: Optional[str] = None) -> bool:
+    """True when a live worker of this host is registered: the container healthcheck.
+
+    Synchronous and dependency-light on purpose: it runs as ``python -c`` every few seconds.
+    """
+    import redis as redis_sync
+
+    host = host or socket.gethostname()
+    r = redis_sync.Redis.from_url(redis_url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        for wid in r.smembers(keys.WORKERS):
+            if r.hget(keys.worker(wid.decode()), "host") == host.encode():
+                return True
+        return False
+    finally:
+        r.close()
+
+
+def healthcheck() -> int:
+    """Exit status for a worker container's healthcheck (0 healthy), reading TOOLQ_REDIS_URL."""
+    from pydantic_settings import BaseSettings, SettingsConfigDict
+
+    class _Env(BaseSettings):
+        model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
+        redis_url: str = "redis://127.0.0.1:6379/0"
+
+    try:
+        return 0 if local_worker_alive(_Env().redis_url) else 1
+    except Exception:
+        return 1
