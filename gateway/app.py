@@ -1,0 +1,83 @@
+"""The FastAPI application: ``create_app(settings)`` wires settings, Redis, routes and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, Optional
+
+import structlog
+from fastapi import FastAPI
+from redis.exceptions import RedisError
+
+from gateway import catalog, errors, health, jobs
+from gateway.auth import KeyRing
+from gateway.fleet import FleetView
+from gateway.limits import BodySizeLimit
+from gateway.metrics import EventObserver, GatewayMetrics
+from gateway.settings import GatewaySettings
+from gateway.state import GatewayState
+from toolq.jobstore import JobNotFound, JobStore, connect
+from toolq.protocol import PROTOCOL_VERSION
+
+log = structlog.get_logger("toolq.gateway")
+
+
+def warn_if_open(settings: GatewaySettings) -> None:
+    if settings.open_access:
+        log.warning("NO API KEYS CONFIGURED: every caller can submit, read and cancel every job. "
+                    "Set TOOLQ_API_KEYS=key:tenant,... before exposing this gateway.",
+                    bind=settings.bind_host())
+
+
+def create_app(settings: Optional[GatewaySettings] = None) -> FastAPI:
+    settings = settings or GatewaySettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        warn_if_open(settings)
+        store = JobStore(connect(settings.redis_url))
+        metrics = GatewayMetrics()
+
+        def on_refresh(fleet) -> None:
+            metrics.known_tools = frozenset(n for w in fleet.workers for n in w.tool_names)
+
+        async def model_of(job_id: str) -> Optional[str]:
+            try:
+                return (await store.record(job_id)).get("model")
+            except JobNotFound:
+                return None
+
+        observer = EventObserver(store.redis, metrics, model_of)
+        app.state.toolq = GatewayState(settings=settings, store=store,
+                                       fleet=FleetView(store.redis, settings.registry_cache_s, on_refresh),
+                                       metrics=metrics, observer=observer)
+        observer.start()
+        try:
+            # Start serving once subscribed, so the events of the first jobs are counted too; a
+            # Redis that is down at startup must not keep the gateway from starting, though.
+            await asyncio.wait_for(observer.subscribed.wait(), 2.0)
+            # Learn the served tool names now: metrics label only those (see GatewayMetrics).
+            await asyncio.wait_for(app.state.toolq.fleet.get(), 2.0)
+        except (asyncio.TimeoutError, RedisError, OSError):
+            log.warning("Redis not answering at startup; metrics and routes will start when it does")
+        try:
+            yield
+        finally:
+            await observer.stop()
+            await store.close()
+
+    app = FastAPI(
+        title="toolq gateway",
+        version=str(PROTOCOL_VERSION),
+        description="Submit tool-calling LLM conversations as jobs, follow their events, fetch their results.",
+        lifespan=lifespan,
+    )
+    app.state.keyring = KeyRing(settings.api_keys)
+    app.state.settings = settings
+    errors.install(app)
+    app.include_router(jobs.router)
+    app.include_router(catalog.router)
+    app.include_router(health.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,56 @@
+"""API keys -> tenants.
+
+Keys are kept only as sha256 digests, so a memory dump or a debug print of the settings object
+held here shows no usable key. A key is accepted as ``Authorization: Bearer <key>`` or
+``X-API-Key: <key>`` (the header KEDA's metrics-api scaler sends).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Optional
+
+from fastapi import Depends, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from gateway.settings import OPEN_TENANT
+from toolq.errors import Unauthorized
+
+# auto_error=False: the dependency below decides, so "no key" and "wrong key" get our 401 body.
+_bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <API key>")
+_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the API key")
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+class KeyRing:
+    def __init__(self, keys: dict[str, str]):
+        self._tenants = {_digest(k): t for k, t in keys.items()}
+
+    @property
+    def open(self) -> bool:
+        return not self._tenants
+
+    def tenant(self, key: Optional[str]) -> str:
+        """The tenant of a key; raises Unauthorized. Open access: every caller is one tenant."""
+        if self.open:
+            return OPEN_TENANT
+        if not key:
+            raise Unauthorized("an API key is required (Authorization: Bearer <key> or X-API-Key)",
+                               headers={"WWW-Authenticate": "Bearer"})
+        tenant = self._tenants.get(_digest(key))
+        if tenant is None:
+            raise Unauthorized("the API key is not valid", headers={"WWW-Authenticate": "Bearer"})
+        return tenant
+
+
+async def current_tenant(request: Request,
+                         bearer: Annotated[Optional[HTTPAuthorizationCredentials], Depends(_bearer)],
+                         header_key: Annotated[Optional[str], Depends(_header)]) -> str:
+    ring: KeyRing = request.app.state.keyring
+    return ring.tenant(bearer.credentials if bearer else header_key)
+
+
+Tenant = Annotated[str, Depends(current_tenant)]  # a route parameter: the caller's tenant

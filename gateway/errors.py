@@ -1,0 +1,91 @@
+"""One error shape for every failure: ``{"error": {"code", "message", "field"?, "details"?}}``.
+
+The message names the problem and the field, so a caller can fix the request from it alone.
+Anything unexpected becomes a logged 500 with no internals in the body; Redis being unreachable is
+a 503 (retry later), never a crash.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+from starlette.exceptions import HTTPException
+
+from toolq.errors import ToolqError
+
+log = structlog.get_logger("toolq.gateway")
+
+
+def _where(loc: Sequence[Any]) -> str:
+    """('body', 'messages', 0, 'content') -> 'messages[0].content'; the transport part is dropped."""
+    parts = [p for p in loc if p not in ("body", "query", "path", "header")]
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif not str(p).startswith(("function-", "tagged-union[", "literal[", "union[")):
+            out += ("." if out else "") + str(p)
+    return out or (str(loc[0]) if loc else "request")
+
+
+def _describe(err: dict[str, Any]) -> str:
+    where = _where(err.get("loc", ()))
+    kind, msg = err.get("type", ""), err.get("msg", "invalid")
+    if kind == "json_invalid":
+        why = (err.get("ctx") or {}).get("error", "")
+        return f"the body is not valid JSON ({why})" if why else "the body is not valid JSON"
+    if kind == "model_attributes_type" and where in ("body", "request"):
+        return "the body must be a JSON object (Content-Type: application/json)"
+    if kind == "missing" and where == "body":
+        return "the body is missing: send a JSON object (Content-Type: application/json)"
+    return f"{where}: {msg}"
+
+
+def _first_field(errors: list[dict[str, Any]]) -> str | None:
+    for e in errors:
+        w = _where(e.get("loc", ()))
+        if w not in ("body", "request"):
+            return w
+    return None
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ToolqError)
+    async def _toolq(request: Request, exc: ToolqError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = list(exc.errors())
+        messages = list(dict.fromkeys(_describe(e) for e in errors))  # unique, in order
+        details = [{"field": _where(e.get("loc", ())), "message": e.get("msg", ""), "type": e.get("type", "")}
+                   for e in errors]
+        is_json = any(e.get("type") == "json_invalid" for e in errors)
+        body = {"error": {"code": "invalid_json" if is_json else "invalid_request",
+                          "message": "; ".join(messages[:10]), "details": details[:50]}}
+        field = _first_field(errors)
+        if field:
+            body["error"]["field"] = field
+        return JSONResponse(body, status_code=422)
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(RedisError)
+    async def _redis(request: Request, exc: RedisError) -> JSONResponse:
+        log.warning("redis unavailable", error=str(exc), path=request.url.path)
+        body = {"error": {"code": "unavailable", "message": "the job store (Redis) is unreachable; retry"}}
+        return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", path=request.url.path)
+        return JSONResponse({"error": {"code": "internal", "message": "internal error"}}, status_code=500)

@@ -1,0 +1,34 @@
+"""The gateway's view of the live workers, re-read from Redis at most every ``registry_cache_s``.
+
+Every submit checks the model and tools against it; a short cache keeps a burst of submits from
+re-reading the registry for each one, at the cost of seeing a new or dead worker that much later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable, Optional
+
+from toolq.registry import Fleet, read_fleet
+
+
+class FleetView:
+    def __init__(self, redis: Any, max_age_s: float, on_refresh: Optional[Callable[[Fleet], None]] = None):
+        self.redis = redis
+        self.max_age_s = max_age_s
+        self.on_refresh = on_refresh
+        self._fleet: Optional[Fleet] = None
+        self._at = 0.0
+        self._lock = asyncio.Lock()
+
+    async def get(self) -> Fleet:
+        if self._fleet is not None and time.monotonic() - self._at < self.max_age_s:
+            return self._fleet
+        async with self._lock:  # one reader refreshes; the others wait for its answer
+            if self._fleet is None or time.monotonic() - self._at >= self.max_age_s:
+                self._fleet = await read_fleet(self.redis)
+                self._at = time.monotonic()
+                if self.on_refresh:
+                    self.on_refresh(self._fleet)
+            return self._fleet

@@ -1,0 +1,125 @@
+"""/v1/jobs: submit, read, follow (SSE) and cancel jobs; every one scoped to the caller's tenant."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+from fastapi import APIRouter, Body, Header, Path, Query, Response
+
+from gateway.auth import Tenant
+from gateway.limits import apply_caps
+from gateway.sse import EventStreamResponse, event_frames
+from gateway.state import GatewayState, State
+from toolq import keys
+from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
+from toolq.errors import BadRequest, JobNotFoundError, QueueFull
+from toolq.jobstore import JobNotFound
+from toolq.protocol import JobRequest, JobStatus
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+MAX_SEQ = 2**62  # stream ids are 64-bit; a larger "after" would be a Redis error, not a 4xx
+JobId = Annotated[str, Path(min_length=1, max_length=128, description="the job id from POST /v1/jobs")]
+_ERRORS = {code: {"model": ErrorBody} for code in (401, 404, 422)}
+
+
+async def owned(state: GatewayState, job_id: str, tenant: str) -> dict[str, str]:
+    """The job's record, or 404 when it does not exist or belongs to another tenant (which must
+    look exactly like a job that does not exist)."""
+    try:
+        rec = await state.store.record(job_id)
+    except JobNotFound:
+        rec = None
+    if rec is None or rec.get("tenant") != tenant or "request" not in rec:
+        raise JobNotFoundError(f"job {job_id!r} not found", field="job_id")
+    return rec
+
+
+@router.post("", status_code=202, response_model=JobAccepted,
+             responses={200: {"model": JobAccepted, "description": "the job an Idempotency-Key already named"},
+                        413: {"model": ErrorBody}, 429: {"model": ErrorBody}, 503: {"model": ErrorBody}, **_ERRORS})
+async def submit_job(
+    response: Response,
+    request: Annotated[JobRequest, Body()],
+    tenant: Tenant,
+    state: State,
+    idempotency_key: Annotated[Optional[str], Header(alias="Idempotency-Key", min_length=1, max_length=256)] = None,
+) -> JobAccepted:
+    """Validate a conversation job, check its model and tools against the live workers, enqueue it."""
+    store, settings = state.store, state.settings
+    key = idempotency_key or request.idempotency_key
+    if key:
+        # A retry of a submit that already went through gets its job back, whatever the queue
+        # or the fleet look like now: that is what makes retrying safe.
+        existing = await store.redis.get(keys.idempotency(tenant, key))
+        if existing:
+            job_id = existing.decode()
+            try:
+                rec = await owned(state, job_id, tenant)
+            except JobNotFoundError:
+                # The job expired before its key: forget the key, so the submit below makes a
+                # new job under it instead of handing back the id of one that is gone.
+                await store.redis.delete(keys.idempotency(tenant, key))
+                rec = None
+            if rec is not None:
+                response.status_code = 200
+                response.headers["Location"] = f"/v1/jobs/{job_id}"
+                return JobAccepted.of_record(job_id, rec, created=False)
+    apply_caps(request, settings)
+    model = (await state.fleet.get()).resolve(request)
+    # Checked before the enqueue, so a burst may overshoot by the number of concurrent submits.
+    depth = await store.redis.zcard(keys.queue(model))
+    if depth >= settings.max_queue_depth:
+        raise QueueFull(f"the queue of model {model!r} is full ({depth} jobs, limit {settings.max_queue_depth}); "
+                        f"retry later", retry_after_s=settings.retry_after_s)
+    job_id, created = await store.submit(request, model=model, tenant=tenant, idempotency_key=key)
+    response.headers["Location"] = f"/v1/jobs/{job_id}"
+    if not created:  # a concurrent submit with the same key won the race
+        response.status_code = 200
+        return JobAccepted.of_record(job_id, await owned(state, job_id, tenant), created=False)
+    return JobAccepted(job_id=job_id, status=JobStatus.queued, model=model, created=True, links=Links.of(job_id))
+
+
+@router.get("/{job_id}", response_model=JobView, responses=_ERRORS)
+async def get_job(job_id: JobId, tenant: Tenant, state: State) -> JobView:
+    """The job's status, and its result once it has ended."""
+    return JobView.of_record(job_id, await owned(state, job_id, tenant))
+
+
+@router.get("/{job_id}/events", responses={200: {"content": {"text/event-stream": {}},
+                                                 "description": "the job's events as Server-Sent Events"},
+                                           204: {"description": "the job ended and no event follows the given seq"},
+                                           400: {"model": ErrorBody}, **_ERRORS})
+async def job_events(
+    job_id: JobId,
+    tenant: Tenant,
+    state: State,
+    after: Annotated[Optional[int], Query(ge=0, le=MAX_SEQ, description="replay events after this seq")] = None,
+    last_event_id: Annotated[Optional[str], Header(alias="Last-Event-ID", max_length=32)] = None,
+):
+    """Replay the job's events (from the start, ``?after=seq`` or ``Last-Event-ID``), then follow live
+    until the terminal event. ``id`` is the event's seq; comments keep an idle connection alive."""
+    start = after or 0
+    if last_event_id is not None and last_event_id.strip():
+        # Sent by a reconnecting client: it wins over ?after, which is the URL's first start point.
+        text = last_event_id.strip()
+        if not (text.isascii() and text.isdigit()) or int(text) > MAX_SEQ:
+            raise BadRequest("Last-Event-ID must be an event seq (a non-negative integer)", field="Last-Event-ID")
+        start = int(text)
+    rec = await owned(state, job_id, tenant)
+    if rec.get("terminal") == "1" and start >= int(rec.get("seq", 0)):
+        # Everything, the terminal event included, was delivered: nothing will ever follow. 204 is
+        # what tells an EventSource to stop reconnecting (and JobStore.follow would wait forever).
+        return Response(status_code=204)
+    return EventStreamResponse(event_frames(state.store, job_id, start, state.settings.keepalive_s))
+
+
+@router.post("/{job_id}/cancel", response_model=CancelView, responses=_ERRORS)
+async def cancel_job(job_id: JobId, tenant: Tenant, state: State) -> CancelView:
+    """Cancel a queued job at once, or ask its worker to stop a running one (within a token)."""
+    await owned(state, job_id, tenant)
+    try:
+        status = await state.store.cancel(job_id)
+    except JobNotFound:
+        raise JobNotFoundError(f"job {job_id!r} not found", field="job_id") from None
+    return CancelView(job_id=job_id, status=status)

@@ -1,0 +1,93 @@
+"""Request limits: body size (413, before anything parses it) and the caps on a job (422).
+
+Caps answer with the field and the limit in the message, e.g. ``max_tokens 9000 is above the
+limit of 4096``. A field the caller left out gets the protocol default, lowered to the cap if the
+operator set the cap below it, rather than refusing a request that asked for nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.settings import GatewaySettings
+from toolq.errors import BodyTooLarge, LimitExceeded
+from toolq.protocol import JobRequest
+
+
+class BodySizeLimit:
+    """Pure ASGI middleware: reads the body up to the limit and answers 413 past it.
+
+    Counting the bytes as they arrive (not trusting Content-Length alone) also stops a chunked
+    upload with no length; the body, once read, is handed to the app unchanged.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.max_bytes
+                except ValueError:
+                    too_big = False  # the server rejects a broken Content-Length itself
+                if too_big:
+                    await self._refuse(send)
+                    return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left before sending it all
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # after the body: disconnect notices, as usual
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send) -> None:
+        exc = BodyTooLarge(f"the request body is larger than the limit of {self.max_bytes} bytes")
+        payload = json.dumps(exc.body()).encode()
+        await send({"type": "http.response.start", "status": exc.status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": payload})
+
+
+def apply_caps(request: JobRequest, settings: GatewaySettings) -> JobRequest:
+    """Check the operator's caps; returns the request with unset fields fitted under them."""
+    s = settings
+    if len(request.messages) > s.max_messages:
+        raise LimitExceeded(f"messages has {len(request.messages)} entries, above the limit of {s.max_messages}",
+                            field="messages")
+    given = request.model_fields_set
+    for name, cap in (("max_tokens", s.max_tokens_cap), ("max_iterations", s.max_iterations_cap)):
+        value = getattr(request, name)
+        if value > cap:
+            if name in given:
+                raise LimitExceeded(f"{name} {value} is above the limit of {cap}", field=name)
+            setattr(request, name, cap)
+    if request.timeout_s is not None and request.timeout_s > s.timeout_cap_s:
+        raise LimitExceeded(f"timeout_s {request.timeout_s:g} is above the limit of {s.timeout_cap_s:g}",
+                            field="timeout_s")
+    return request

@@ -1,0 +1,77 @@
+"""Gateway settings, from the environment (prefix TOOLQ_) or `toolq gateway` flags.
+
+``TOOLQ_API_KEYS`` maps keys to tenants: ``key1:tenantA,key2:tenantB`` (or a JSON object). With no
+keys the gateway serves everyone as tenant ``default`` and binds to 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Optional
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_PORT = 8000
+OPEN_TENANT = "default"  # the tenant of every caller when no keys are configured
+
+
+class GatewaySettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    host: Optional[str] = None  # default: 0.0.0.0 with keys configured, else 127.0.0.1
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+    # NoDecode: pydantic-settings would json-decode a mapping from the environment; we also accept
+    # the "key:tenant,..." form that fits in a compose file or a k8s secret.
+    api_keys: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+
+    # Limits (every one answers 4xx naming itself when exceeded)
+    max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    max_messages: int = Field(default=256, ge=1)
+    max_tokens_cap: int = Field(default=4096, ge=1)
+    max_iterations_cap: int = Field(default=20, ge=1)
+    timeout_cap_s: float = Field(default=3600.0, gt=0)
+    max_queue_depth: int = Field(default=1000, ge=1)  # per model: jobs queued or running
+    retry_after_s: int = Field(default=2, ge=1)
+
+    # Behaviour
+    keepalive_s: float = Field(default=15.0, gt=0)  # SSE comment while a job is quiet
+    registry_cache_s: float = Field(default=0.5, ge=0)  # how stale the worker list may be
+    log_level: str = "info"
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _parse_keys(cls, v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        text = v.strip()
+        if not text:
+            return {}
+        if text.startswith("{"):
+            return json.loads(text)
+        keys: dict[str, str] = {}
+        for part in text.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            key, sep, tenant = part.rpartition(":")
+            if not sep or not key or not tenant:
+                raise ValueError("TOOLQ_API_KEYS entries are key:tenant, separated by commas")
+            keys[key] = tenant
+        return keys
+
+    @field_validator("api_keys")
+    @classmethod
+    def _no_empty(cls, v: dict[str, str]) -> dict[str, str]:
+        if any(not k or not t for k, t in v.items()):
+            raise ValueError("an API key and its tenant must both be non-empty")
+        return v
+
+    @property
+    def open_access(self) -> bool:
+        return not self.api_keys
+
+    def bind_host(self) -> str:
+        # Without keys anyone who can reach the port can run jobs: stay on localhost unless asked.
+        return self.host or ("127.0.0.1" if self.open_access else "0.0.0.0")

@@ -1,0 +1,31 @@
+"""What one gateway process holds, built at startup and reached by the routes through the app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from gateway.fleet import FleetView
+from gateway.metrics import EventObserver, GatewayMetrics
+from gateway.settings import GatewaySettings
+from toolq.jobstore import JobStore
+
+
+@dataclass
+class GatewayState:
+    settings: GatewaySettings
+    store: JobStore
+    fleet: FleetView
+    metrics: GatewayMetrics
+    observer: EventObserver
+
+
+async def get_state(request: Request) -> GatewayState:
+    # async on purpose: FastAPI runs a plain `def` dependency in a worker thread, a thread hop
+    # per request for what is an attribute read.
+    return request.app.state.toolq
+
+
+State = Annotated[GatewayState, Depends(get_state)]  # a route parameter: the gateway's state
