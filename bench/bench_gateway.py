@@ -1,0 +1,312 @@
+"""End-to-end overhead of the gateway, and how throughput grows with worker processes.
+
+    .venv/bin/python bench/bench_gateway.py [--jobs 500] [--redis URL]
+
+Everything real except the model: a redis-server of its own, `toolq gateway` and
+`toolq worker --engine scripted` as separate processes, HTTP over a socket.
+
+1. Latency: POST /v1/jobs, then GET its SSE stream until the `final` event; p50 and p99 over
+   ``--jobs`` jobs, one at a time, with a worker that answers instantly. Anchors measured in the
+   same run: a Redis PING round trip, and the same jobs submitted and followed straight through
+   JobStore (the SDK's Redis mode, no HTTP), which is the floor the gateway adds to.
+2. Throughput: jobs that each hold their worker for 50 ms (scripted token_delay_s), submitted
+   through the gateway as fast as it takes them, with 1 and with 4 worker processes: end to end
+   (first submit to last final) and drain (once every job is in, to the last final). The 4-worker
+   figures are given as ratios of the 1-worker ones, measured in the same run.
+
+On a 2-core machine every process of the system shares the same two cores, so per-job CPU (the
+worker's template rendering, the gateway's HTTP handling, the client's) sets a ceiling that says
+more about the machine than about the design; the per-process CPU per job is printed to show it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.conftest import RedisServer  # noqa: E402  (the same spawned redis-server the tests use)
+from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
+from toolq import keys  # noqa: E402
+from toolq.jobstore import JobStore  # noqa: E402
+from toolq.protocol import JobRequest, Message  # noqa: E402
+
+HOLD_S = 0.05  # how long each throughput job keeps its worker busy
+JOB = {"messages": [{"role": "user", "content": "hi"}]}
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far; Linux /proc, 0 elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU per job of each process of the system over one series."""
+
+    def __init__(self, pids: dict[str, int]):
+        self.pids = pids
+
+    def __enter__(self) -> "CpuMeter":
+        self.start = {name: cpu_s(pid) for name, pid in self.pids.items()}
+        self.client_start = time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.used = {name: cpu_s(pid) - self.start[name] for name, pid in self.pids.items()}
+        self.used["client"] = time.process_time() - self.client_start
+
+    def per_job(self, n: int) -> str:
+        return ", ".join(f"{name} {used * 1000 / n:.1f}" for name, used in self.used.items())
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class GatewayProcess:
+    def __init__(self, redis_url: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "TOOLQ_LOG_LEVEL": "warning", "TOOLQ_REGISTRY_CACHE_S": "1",
+               "TOOLQ_MAX_QUEUE_DEPTH": "100000"}
+        env.pop("TOOLQ_API_KEYS", None)
+        self.proc = subprocess.Popen([sys.executable, "-m", "toolq", "gateway", "--port", str(self.port),
+                                      "--redis", redis_url], cwd=REPO, env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_ready(self) -> "GatewayProcess":
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("gateway did not become ready")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def start_workers(redis_url: str, model: str, n: int, delay_s: float) -> list[WorkerProcess]:
+    script = write_rules([("", "ok")], token_delay_s=delay_s)  # "ok" is one scripted token
+    workers = [WorkerProcess(redis_url, script=script, name=model, tools=("worker.demo_tools",)) for _ in range(n)]
+    return [w.wait_ready() for w in workers]
+
+
+def stop_all(workers: list[WorkerProcess]) -> None:
+    for w in workers:
+        w.stop()
+
+
+# ---------------------------------------------------------------------- latency
+
+
+async def ping_rtt_ms(store: JobStore, n: int = 2000) -> list[float]:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        await store.redis.ping()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+async def direct_latency_ms(store: JobStore, model: str, n: int) -> list[float]:
+    out = []
+    request = JobRequest(messages=[Message(role="user", content="hi")])
+    for _ in range(n):
+        t = time.perf_counter()
+        job_id, _ = await store.submit(request, model=model)
+        async for ev in store.follow(job_id):
+            if ev is not None and ev.terminal:
+                break
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+async def gateway_latency_ms(url: str, model: str, n: int) -> list[float]:
+    out = []
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        for _ in range(n):
+            t = time.perf_counter()
+            r = await http.post("/v1/jobs", json={**JOB, "model": model})
+            r.raise_for_status()
+            async with http.stream("GET", r.json()["links"]["events"]) as resp:
+                async for line in resp.aiter_lines():
+                    if line == "event: final":
+                        break
+            out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+# ---------------------------------------------------------------------- throughput
+
+
+async def throughput(url: str, redis_url: str, model: str, n_jobs: int) -> tuple[float, float]:
+    """(end to end, drain) in jobs per second.
+
+    End to end: from the first submit to the last terminal event, submits going on alongside.
+    Drain: from the moment every job is submitted to the last terminal event, counting the jobs
+    that ended in that window: the workers' pace once the client and the gateway's submit path
+    no longer compete with them for the CPU.
+    """
+    import redis.asyncio as aioredis
+
+    sub = aioredis.Redis.from_url(redis_url)
+    pubsub = sub.pubsub()
+    await pubsub.subscribe(keys.EVENTS_ALL)
+    mine: set[str] = set()
+    ended: dict[str, float] = {}
+    done = asyncio.Event()
+
+    def check() -> None:
+        if len(mine) == n_jobs and mine <= ended.keys():
+            done.set()
+
+    async def watch() -> None:
+        async for msg in pubsub.listen():
+            if msg["type"] != "message":
+                continue
+            ev = json.loads(msg["data"])
+            if ev["type"] in ("final", "error", "cancelled"):
+                ended[ev["job_id"]] = time.perf_counter()
+                check()
+
+    watcher = asyncio.create_task(watch())
+    gate = asyncio.Semaphore(16)
+    async with httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=16)) as http:
+        async def submit() -> None:
+            async with gate:
+                r = await http.post("/v1/jobs", json={**JOB, "model": model})
+                r.raise_for_status()
+                mine.add(r.json()["job_id"])
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(submit() for _ in range(n_jobs)))
+        t_submitted = time.perf_counter()
+        check()
+        await asyncio.wait_for(done.wait(), timeout=n_jobs * HOLD_S * 3 + 30)
+    watcher.cancel()
+    await asyncio.gather(watcher, return_exceptions=True)
+    await pubsub.aclose()
+    await sub.aclose()
+    t_end = max(ended[j] for j in mine)
+    late = sum(1 for j in mine if ended[j] > t_submitted)
+    return n_jobs / (t_end - t0), late / (t_end - t_submitted)
+
+
+# ---------------------------------------------------------------------- main
+
+
+async def run(redis_url: str, n_jobs: int, redis_pid: Optional[int]) -> None:
+    gateway = GatewayProcess(redis_url)
+    workers = start_workers(redis_url, "instant", 1, 0.0)
+    store = JobStore.from_url(redis_url)
+    try:
+        gateway.wait_ready()
+        http_impl = "httptools" if importlib.util.find_spec("httptools") else "h11 (pure Python)"
+        loop_impl = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+        print(f"toolq gateway benchmark: {os.cpu_count()} CPU cores, Python {sys.version.split()[0]}, "
+              f"{n_jobs} jobs per latency series; uvicorn on {http_impl} + {loop_impl}\n")
+        # warm up both paths (connections, imports, the worker's first job)
+        await direct_latency_ms(store, "instant", 20)
+        await gateway_latency_ms(gateway.url, "instant", 20)
+        ping = await ping_rtt_ms(store)
+        pids = {"gateway": gateway.proc.pid, "worker": workers[0].proc.pid}
+        if redis_pid:
+            pids["redis"] = redis_pid
+        with CpuMeter(pids) as direct_cpu:
+            direct = await direct_latency_ms(store, "instant", n_jobs)
+        with CpuMeter(pids) as gw_cpu:
+            via_gw = await gateway_latency_ms(gateway.url, "instant", n_jobs)
+        p50_ping = statistics.median(ping)
+        p50_direct, p99_direct = statistics.median(direct), pct(direct, 99)
+        p50_gw, p99_gw = statistics.median(via_gw), pct(via_gw, 99)
+        print("1. latency, submit -> final event, worker answers instantly")
+        print(f"   anchor  Redis PING round trip               p50 {p50_ping:7.3f} ms")
+        print(f"   anchor  JobStore submit -> follow (no HTTP)  p50 {p50_direct:7.2f} ms   p99 {p99_direct:7.2f} ms")
+        print(f"   gateway POST /v1/jobs -> SSE `final`        p50 {p50_gw:7.2f} ms   p99 {p99_gw:7.2f} ms")
+        print(f"   gateway / direct: p50 {p50_gw / p50_direct:.2f}x, p99 {p99_gw / p99_direct:.2f}x;"
+              f"  gateway p50 = {p50_gw / p50_ping:.0f} Redis round trips;"
+              f"  HTTP adds {p50_gw - p50_direct:.2f} ms at p50")
+        print(f"   CPU ms per job, direct:  {direct_cpu.per_job(n_jobs)}")
+        print(f"   CPU ms per job, gateway: {gw_cpu.per_job(n_jobs)}")
+        stop_all(workers)
+        workers = []
+
+        print(f"\n2. throughput, each job holds its worker {HOLD_S * 1000:.0f} ms "
+              f"(ideal: {1 / HOLD_S:.0f} jobs/s per worker)")
+        e2e, drain = {}, {}
+        for n_workers, n_jobs_tp in ((1, 60), (4, 320)):
+            model = f"hold{n_workers}"
+            workers = start_workers(redis_url, model, n_workers, HOLD_S)
+            await asyncio.sleep(1.1)  # let the gateway's registry cache (1 s here) see them
+            e2e[n_workers], drain[n_workers] = await throughput(gateway.url, redis_url, model, n_jobs_tp)
+            stop_all(workers)
+            workers = []
+            ideal = n_workers / HOLD_S
+            print(f"   {n_workers} worker{'s' if n_workers > 1 else ' '}  end to end {e2e[n_workers]:6.1f} jobs/s "
+                  f"({e2e[n_workers] / ideal:.2f} of ideal)   drain {drain[n_workers]:6.1f} jobs/s "
+                  f"({drain[n_workers] / ideal:.2f} of ideal)")
+        scale, scale_drain = e2e[4] / e2e[1], drain[4] / drain[1]
+        print(f"   4 workers / 1 worker: end to end {scale:.2f}x, drain {scale_drain:.2f}x")
+
+        print("\ntargets (issue 4)")
+        print(f"   p50 POST -> final under 15 ms: {p50_gw:.2f} ms  {'PASS' if p50_gw < 15 else 'FAIL'}")
+        print(f"   4 workers at least 3.5x 1 worker: end to end {scale:.2f}x  {'PASS' if scale >= 3.5 else 'FAIL'};"
+              f"  drain {scale_drain:.2f}x  {'PASS' if scale_drain >= 3.5 else 'FAIL'}")
+    finally:
+        stop_all(workers)
+        await store.close()
+        gateway.stop()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=500)
+    p.add_argument("--redis", help="use this Redis (its keys are not cleaned up) instead of a private redis-server")
+    args = p.parse_args(argv)
+    server = None
+    url = args.redis
+    if url is None:
+        server = RedisServer()
+        server.start()
+        url = server.url + "/0"
+    try:
+        asyncio.run(run(url, args.jobs, server.proc.pid if server else None))
+    finally:
+        if server:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""The SDK's pure parts: building requests, reading SSE frames, turning error answers into exceptions."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from toolq import Client, SyncClient, errors
+from toolq.client import SSEDecoder, build_request
+from toolq.protocol import JobRequest, Message
+
+
+def test_package_exports_the_clients():
+    import toolq
+
+    assert toolq.Client is Client and toolq.SyncClient is SyncClient
+
+
+def test_build_request_from_a_prompt_a_request_or_fields():
+    r = build_request("hi", system="be brief", tools=["say"], max_iterations=2)
+    assert [(m.role, m.content) for m in r.messages] == [("system", "be brief"), ("user", "hi")]
+    assert r.tools == ["say"] and r.max_iterations == 2
+    assert "max_tokens" not in r.model_fields_set  # left to the gateway's defaults and caps
+    base = JobRequest(messages=[Message(role="user", content="x")], max_tokens=10)
+    again = build_request(base, temperature=0.5)
+    assert again.max_tokens == 10 and again.temperature == 0.5 and again.messages == base.messages
+    assert build_request(messages=[{"role": "user", "content": "y"}]).messages[0].content == "y"
+    with pytest.raises(ValidationError):
+        build_request("hi", max_iterations=0)
+    with pytest.raises(TypeError):
+        build_request(42)  # type: ignore[arg-type]
+
+
+def test_sse_decoder_reads_frames_comments_and_multiline_data():
+    d = SSEDecoder()
+    lines = ["retry: 1000", "", ": keep-alive", "", "id: 3", "event: token", "data: {\"a\":", "data: 1}", "",
+             "id:4", "data:x", ""]
+    frames = [f for f in (d.feed(line) for line in lines) if f is not None]
+    assert frames == [("3", "token", '{"a":\n1}'), ("4", None, "x")]
+
+
+def test_error_answers_become_typed_exceptions():
+    e = errors.from_response(422, {"error": {"code": "unknown_model", "message": "no", "field": "model"}})
+    assert isinstance(e, errors.UnknownModel) and isinstance(e, errors.InvalidRequest) and e.field == "model"
+    full = errors.from_response(429, {"error": {"code": "queue_full", "message": "full"}}, {"retry-after": "7"})
+    assert isinstance(full, errors.QueueFull) and full.retry_after_s == 7
+    gone = errors.from_response(404, {"error": {"code": "job_not_found", "message": "x"}})
+    assert isinstance(gone, errors.JobNotFoundError) and isinstance(gone, errors.NotFound)
+    odd = errors.from_response(502, "<html>bad gateway</html>")
+    assert type(odd) is errors.ToolqError and "502" in odd.message
+    # the body the gateway sends is the body the SDK reads
+    assert errors.from_response(401, errors.Unauthorized("key?").body()).code == "unauthorized"
+
+
+def test_http_mode_takes_its_defaults_from_the_environment(monkeypatch):
+    monkeypatch.setenv("TOOLQ_URL", "http://gw.example:9000/")
+    monkeypatch.setenv("TOOLQ_API_KEY", "k")
+    c = Client()
+    assert c.url == "http://gw.example:9000" and c._auth == {"Authorization": "Bearer k"}
+    assert not c.direct
