@@ -223,11 +223,14 @@ class JobStore:
         ``idle_s`` (the gateway sends keep-alives then).
         """
         last = after
-        for ev in await self.events(job_id, after):
+        replayed = await self.events(job_id, after)
+        for ev in replayed:
             yield ev
             last = ev.seq
             if ev.terminal:
                 return
+        if not replayed and await self.redis.hget(keys.job(job_id), "terminal") == b"1":
+            return  # asked for events after the terminal one: there will be none
         stream = keys.log(job_id)
         while True:
             got = await self.redis.xread({stream: f"{last}-0"}, block=int(idle_s * 1000), count=100)

@@ -2,30 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-import sys
 from typing import Any, Optional
 
-import structlog
-
+from toolq.logs import configure_logging
 from worker.settings import WorkerSettings
-
-
-def configure_logging(level: int = logging.INFO) -> None:
-    """structlog JSON lines on stderr; job_id, iteration and tool come from bound context."""
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
-    )
 
 
 def load(settings: WorkerSettings, engine: str = "llama", script: Optional[str] = None) -> Any:

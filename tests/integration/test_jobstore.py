@@ -89,6 +89,12 @@ async def test_follow_replays_then_follows_live_without_duplicates(store):
     assert seen == list(range(2, 9))
     # resume from the middle
     assert [e.seq async for e in store.follow(job_id, after=5)] == [6, 7, 8]
+    # after the terminal event there is nothing to wait for
+    assert await asyncio.wait_for(_drain(store.follow(job_id, after=8)), 2) == []
+
+
+async def _drain(it):
+    return [e async for e in it]
 
 
 async def test_cancel_queued_job_ends_it_at_once(store):
