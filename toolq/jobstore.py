@@ -42,8 +42,17 @@ RUN_JOB = "run_job"  # the arq function name workers register
 # ARGV: 1 event head, 2 event tail (the script puts seq between), 3 terminal 0/1,
 #       4 attempt ('0': unfenced), 5 only-if-status ('' any), 6 new status ('' keep),
 #       7 result json, 8 checkpoint json ('' keep), 9 stream maxlen, 10 ttl s, 11 job id,
-#       12 lease deadline ms ('' leave), 13 now ms
-_EMIT = """
+#       12 lease ms from now on Redis's clock ('' leave), 13 now ms
+# Leases are measured on Redis's clock, the one clock every worker shares: worker clocks may be
+# skewed or jump (a paused VM), which would otherwise read as an expired lease.
+_NOW = """
+local function redis_now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+
+_EMIT = _NOW + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -3 end
 local h = redis.call('HMGET', KEYS[1], 'terminal', 'attempt', 'status')
 if h[1] == '1' then return 0 end
@@ -56,7 +65,7 @@ redis.call('PUBLISH', KEYS[3], ev)
 redis.call('PUBLISH', KEYS[4], ev)
 if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'status', ARGV[6]) end
 if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'checkpoint', ARGV[8]) end
-if ARGV[12] ~= '' then redis.call('ZADD', KEYS[5], ARGV[12], ARGV[11]) end
+if ARGV[12] ~= '' then redis.call('ZADD', KEYS[5], redis_now_ms() + tonumber(ARGV[12]), ARGV[11]) end
 if ARGV[3] == '1' then
   redis.call('HSET', KEYS[1], 'terminal', '1', 'result', ARGV[7], 'finished_ms', ARGV[13])
   redis.call('ZREM', KEYS[5], ARGV[11])
@@ -66,26 +75,35 @@ end
 return seq
 """
 
-# Take over a job whose lease ran out. KEYS: 1 leases, 2 job hash.
-# ARGV: 1 job id, 2 now ms, 3 model, 4 deadline for the new attempt to start by.
-_CLAIM = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) > tonumber(ARGV[2]) then return 0 end
-local h = redis.call('HMGET', KEYS[2], 'terminal', 'model')
-if h[1] == '1' or not h[2] then redis.call('ZREM', KEYS[1], ARGV[1]) return 0 end
-if h[2] ~= ARGV[3] then return 0 end
-local attempt = redis.call('HINCRBY', KEYS[2], 'attempt', 1)
-redis.call('HSET', KEYS[2], 'status', 'queued')
-redis.call('ZADD', KEYS[1], ARGV[4], ARGV[1])
-return attempt
+# Take over every job of a model whose lease ran out. KEYS: 1 leases.
+# ARGV: 1 model, 2 job-hash key prefix, 3 grace ms for the new attempt to start, 4 max jobs.
+# Returns {job id, new attempt, ...}. The grace lease means a claim whose enqueue never happens
+# (the claimer died in between) is claimed again, not lost.
+_CLAIM = _NOW + """
+local now = redis_now_ms()
+local out = {}
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[4]))) do
+  local job = ARGV[2] .. '{' .. id .. '}'
+  local h = redis.call('HMGET', job, 'terminal', 'model')
+  if h[1] == '1' or not h[2] then
+    redis.call('ZREM', KEYS[1], id)
+  elseif h[2] == ARGV[1] then
+    local attempt = redis.call('HINCRBY', job, 'attempt', 1)
+    redis.call('HSET', job, 'status', 'queued')
+    redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), id)
+    table.insert(out, id)
+    table.insert(out, attempt)
+  end
+end
+return out
 """
 
 # Extend a running job's lease, but only while this attempt still owns the job.
-# KEYS: 1 leases, 2 job hash. ARGV: 1 job id, 2 attempt, 3 deadline.
-_RENEW = """
+# KEYS: 1 leases, 2 job hash. ARGV: 1 job id, 2 attempt, 3 lease ms.
+_RENEW = _NOW + """
 local h = redis.call('HMGET', KEYS[2], 'attempt', 'terminal')
 if h[1] ~= ARGV[2] or h[2] == '1' then return 0 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+redis.call('ZADD', KEYS[1], redis_now_ms() + tonumber(ARGV[3]), ARGV[1])
 return 1
 """
 
@@ -186,7 +204,7 @@ class JobStore:
     async def emit(self, job_id: str, type: EventType, data: Optional[dict[str, Any]] = None, *,
                    attempt: int = 0, status: Optional[JobStatus] = None, result: Optional[JobResult] = None,
                    checkpoint: Optional[dict[str, Any]] = None, only_if_status: Optional[JobStatus] = None,
-                   lease_deadline_ms: Optional[int] = None) -> int:
+                   lease_ms: Optional[int] = None) -> int:
         """Write one event; returns its seq. Raises JobEnded when the write is refused."""
         terminal = type in TERMINAL_EVENTS
         if terminal and status is None:
@@ -201,7 +219,7 @@ class JobStore:
                   status.value if status else "", result.model_dump_json() if result else "",
                   json.dumps(checkpoint, ensure_ascii=False, default=str) if checkpoint is not None else "",
                   self.stream_maxlen, self.event_ttl_s, job_id,
-                  "" if lease_deadline_ms is None else lease_deadline_ms, ts],
+                  "" if lease_ms is None else lease_ms, ts],
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])
@@ -308,25 +326,20 @@ class JobStore:
     # ------------------------------------------------------------------ leases (worker side)
 
     async def renew_lease(self, job_id: str, attempt: int, lease_ms: int) -> bool:
-        return bool(await self._renew(keys=[keys.LEASES, keys.job(job_id)],
-                                      args=[job_id, attempt, now_ms() + lease_ms]))
+        return bool(await self._renew(keys=[keys.LEASES, keys.job(job_id)], args=[job_id, attempt, lease_ms]))
 
-    async def claim_expired(self, model: str, grace_ms: int) -> list[tuple[str, int]]:
+    async def claim_expired(self, model: str, grace_ms: int, limit: int = 100) -> list[tuple[str, int]]:
         """Take over every job of this model whose lease ran out; returns (job id, new attempt).
 
         The caller enqueues each new attempt. The claim leaves a lease of ``grace_ms`` so that, if
         the caller dies before enqueueing, the job is claimed again rather than lost.
         """
-        now = now_ms()
-        expired = await self.redis.zrangebyscore(keys.LEASES, "-inf", now)
-        claimed = []
-        for raw in expired:
-            job_id = raw.decode()
-            attempt = await self._claim(keys=[keys.LEASES, keys.job(job_id)],
-                                        args=[job_id, now, model, now + grace_ms])
-            if attempt:
-                claimed.append((job_id, int(attempt)))
-        return claimed
+        flat = await self._claim(keys=[keys.LEASES], args=[model, keys.JOB_PREFIX, grace_ms, limit])
+        return [(flat[i].decode(), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+
+    async def release_lease(self, job_id: str) -> None:
+        """Make a job claimable at once (a worker handing it back on shutdown)."""
+        await self.redis.zadd(keys.LEASES, {job_id: 0}, xx=True)
 
 
 def error_result(job_id: str, code: Any, message: str, *, finish_reason: str = "error",

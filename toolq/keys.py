@@ -20,9 +20,12 @@ def log(job_id: str) -> str:
     return f"{PREFIX}:log:{{{job_id}}}"
 
 
+JOB_PREFIX = f"{PREFIX}:job:"  # the reaper's Lua script builds job keys from it
+
+
 def job(job_id: str) -> str:
     """Hash: the job record (request, status, tenant, model, attempt, seq, result, checkpoint)."""
-    return f"{PREFIX}:job:{{{job_id}}}"
+    return f"{JOB_PREFIX}{{{job_id}}}"
 
 
 def cancel(job_id: str) -> str:

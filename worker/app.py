@@ -180,7 +180,7 @@ async def _finish(state: WorkerState, request: JobRequest, running: RunningJob, 
     if why in ("superseded", "shutdown"):
         if why == "shutdown":
             # release the lease at once: another worker resumes from the checkpoint
-            await _quietly(state.store.redis.zadd(keys.LEASES, {job_id: 0}))
+            await _quietly(state.store.release_lease(job_id))
         bound.info("job handed back", reason=why)
         return why
 

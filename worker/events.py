@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from toolq.jobstore import JobStore
 from worker import metrics
-from toolq.protocol import EventType, JobResult, JobStatus, ToolCall, now_ms
+from toolq.protocol import EventType, JobResult, JobStatus, ToolCall
 
 
 class EventLog:
@@ -30,7 +30,7 @@ class EventLog:
     async def started(self, *, worker_id: str, model: str, resumed: bool) -> int:
         return await self._emit(EventType.started,
                                 {"attempt": self.attempt, "worker": worker_id, "model": model, "resumed": resumed},
-                                status=JobStatus.running, lease_deadline_ms=now_ms() + self.lease_ms)
+                                status=JobStatus.running, lease_ms=self.lease_ms)
 
     async def tool_call(self, call: ToolCall, iteration: int) -> int:
         return await self._emit(EventType.tool_call, {"id": call.id, "name": call.name,

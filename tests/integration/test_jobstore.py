@@ -60,7 +60,7 @@ async def test_seq_is_contiguous_and_exactly_one_terminal(store):
 
 async def test_attempt_fencing_refuses_a_superseded_worker(store):
     job_id, _ = await store.submit(_request(), model="m")
-    await store.emit(job_id, EventType.started, attempt=1, status=JobStatus.running, lease_deadline_ms=1)
+    await store.emit(job_id, EventType.started, attempt=1, status=JobStatus.running, lease_ms=-10_000)
     claimed = await store.claim_expired("m", grace_ms=5000)
     assert claimed == [(job_id, 2)]
     with pytest.raises(JobEnded, match="newer attempt"):

@@ -136,6 +136,25 @@ async def test_timeout_stops_the_model_and_fails_the_job(redis_url, store):
         assert (await events_of(store, nxt))[-1].type == EventType.final
 
 
+async def test_a_live_worker_that_lost_its_lease_stands_down_and_the_job_resumes(redis_url, store):
+    # As after a network partition: the job is claimed by a reaper while its worker still runs it.
+    engine = ScriptedEngine(["done " * 200], token_delay_s=0.005)
+    async with running_worker(redis_url, engine):
+        job_id, _ = await store.submit(req("hi", tool_choice="none"), model="scripted")
+        async for ev in store.follow(job_id):
+            if ev.type == EventType.started:
+                break
+        await store.redis.zadd(keys.LEASES, {job_id: 1})
+        [(claimed, attempt)] = await store.claim_expired("scripted", grace_ms=5000)
+        assert (claimed, attempt) == (job_id, 2)
+        await store.enqueue_attempt(job_id, "scripted", attempt)
+        evs = await events_of(store, job_id)
+    assert [(e.type, e.data.get("attempt")) for e in evs if e.type == EventType.started] == \
+        [(EventType.started, 1), (EventType.started, 2)]
+    assert evs[-1].type == EventType.final and sum(e.terminal for e in evs) == 1
+    assert [e.seq for e in evs] == list(range(1, len(evs) + 1))
+
+
 async def test_unknown_tool_fails_with_a_typed_error(redis_url, store):
     async with running_worker(redis_url, ScriptedEngine(["never used"])):
         job_id, _ = await store.submit(req(tools=["no_such_tool"]), model="scripted")
