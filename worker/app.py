@@ -248,9 +248,13 @@ async def _heartbeat(state: WorkerState) -> None:
     every = s.heartbeat_ms / 1000
     ttl_ms = max(3 * s.heartbeat_ms, 3000)
     specs = json.dumps(state.registry.specs())
+    limit = max(2 * s.lease_ms / 1000, 2.0)
     while True:
         try:
-            await _beat(state, specs, ttl_ms)
+            # a beat that hangs on a Redis call would stop every renewal and claim after it
+            await asyncio.wait_for(_beat(state, specs, ttl_ms), limit)
+        except asyncio.TimeoutError:
+            log.warning("heartbeat timed out; retrying", limit_s=limit)
         except RedisError as e:
             log.warning("heartbeat failed", error=str(e))
         except Exception as e:  # never let the heartbeat die quietly
