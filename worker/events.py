@@ -22,6 +22,7 @@ class EventLog:
         self._pending: list[str] = []
         self._flushing: Optional[asyncio.Task] = None
         self._wake = asyncio.Event()
+        self._flush_lock = asyncio.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
 
     async def _emit(self, type: EventType, data: dict[str, Any], **kw: Any) -> int:
@@ -72,9 +73,12 @@ class EventLog:
             await self.flush_tokens()
 
     async def flush_tokens(self) -> None:
-        if self._pending:
-            text, self._pending = "".join(self._pending), []
-            await self._emit(EventType.token, {"text": text})
+        # One flush at a time: a tool_result or terminal event must wait for a token write in
+        # flight, or that write would land after the terminal event and be refused (text lost).
+        async with self._flush_lock:
+            if self._pending:
+                text, self._pending = "".join(self._pending), []
+                await self._emit(EventType.token, {"text": text})
 
     async def close(self) -> None:
         if self._flushing is not None:
