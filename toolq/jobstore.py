@@ -17,6 +17,9 @@ import json
 from typing import Any, AsyncIterator, Optional
 
 from arq.connections import ArqRedis
+from arq.constants import expires_extra_ms as arq_expires_extra_ms
+from arq.constants import job_key_prefix, result_key_prefix
+from arq.jobs import serialize_job
 from redis.asyncio import ConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -73,6 +76,49 @@ if ARGV[3] == '1' then
   redis.call('EXPIRE', KEYS[2], ARGV[10])
 end
 return seq
+"""
+
+# Enqueue an arq job the way arq's enqueue_job stores it (payload built by arq's own
+# serialize_job), unless one with that id exists, and wake an idle worker.
+# KEYS: arq job key, arq result key, queue, wake list. ARGV (from ENQ): payload, expires ms, score,
+# arq job id, wake token.
+_ENQUEUE_FN = """
+local function enqueue(k_job, k_result, k_queue, k_wake, payload, expires, score, arq_id, token)
+  if redis.call('EXISTS', k_job, k_result) == 0 then
+    redis.call('PSETEX', k_job, expires, payload)
+    redis.call('ZADD', k_queue, score, arq_id)
+  end
+  redis.call('LPUSH', k_wake, token)
+  redis.call('LTRIM', k_wake, 0, 63)
+end
+"""
+
+_ENQUEUE = _ENQUEUE_FN + """
+enqueue(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+return 1
+"""
+
+# A whole submission in one round trip: idempotency, the record, the `queued` event, the job.
+# KEYS: 1 job hash, 2 stream, 3 job channel, 4 all channel, 5 arq job, 6 arq result, 7 queue,
+#       8 wake, 9 idempotency key. ARGV: 1 job id, 2 request json, 3 model, 4 tenant,
+#       5 created ms, 6 event head, 7 event tail, 8 stream maxlen, 9 payload, 10 expires ms,
+#       11 score, 12 arq job id, 13 idempotency ttl ('' none), 14 job key prefix.
+_SUBMIT = _ENQUEUE_FN + """
+if ARGV[13] ~= '' then
+  local existing = redis.call('GET', KEYS[9])
+  if existing and redis.call('EXISTS', ARGV[14] .. '{' .. existing .. '}') == 1 then
+    return {0, existing}
+  end
+  redis.call('SET', KEYS[9], ARGV[1], 'EX', ARGV[13])
+end
+redis.call('HSET', KEYS[1], 'request', ARGV[2], 'model', ARGV[3], 'tenant', ARGV[4], 'status', 'queued',
+           'attempt', 1, 'seq', 1, 'created_ms', ARGV[5])
+local ev = ARGV[6] .. '1' .. ARGV[7]
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[8], '1-0', 'e', ev)
+redis.call('PUBLISH', KEYS[3], ev)
+redis.call('PUBLISH', KEYS[4], ev)
+enqueue(KEYS[5], KEYS[6], KEYS[7], KEYS[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[1])
+return {1, ARGV[1]}
 """
 
 # Take over every job of a model whose lease ran out. KEYS: 1 leases.
@@ -142,6 +188,14 @@ def connect(url: str, **kwargs: Any) -> ArqRedis:
     return ArqRedis(pool, job_serializer=codec.pack, job_deserializer=codec.unpack)
 
 
+def _event_parts(job_id: str, type: EventType, data: Optional[dict[str, Any]], ts: int) -> tuple[str, str]:
+    """An event's JSON around its seq, which the script that writes it allocates."""
+    head = '{"job_id":' + json.dumps(job_id) + ',"seq":'
+    tail = (',"type":"' + type.value + '","ts":' + str(ts) + ',"data":'
+            + json.dumps(data or {}, ensure_ascii=False, separators=(",", ":"), default=str) + "}")
+    return head, tail
+
+
 def _decode(h: dict) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in h.items()}
 
@@ -156,6 +210,8 @@ class JobStore:
         self._emit = redis.register_script(_EMIT)
         self._claim = redis.register_script(_CLAIM)
         self._renew = redis.register_script(_RENEW)
+        self._submit = redis.register_script(_SUBMIT)
+        self._enqueue = redis.register_script(_ENQUEUE)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> "JobStore":
@@ -168,36 +224,36 @@ class JobStore:
 
     async def submit(self, request: JobRequest, *, model: str, tenant: str = "default",
                      idempotency_key: Optional[str] = None) -> tuple[str, bool]:
-        """Record, announce (``queued``) and enqueue a job. Returns (job id, created).
+        """Record, announce (``queued``) and enqueue a job, in one script. Returns (job id, created).
 
-        With an idempotency key, the same key from the same tenant returns the first job.
+        With an idempotency key, the same key from the same tenant returns the first job while it
+        exists (a key whose job has expired starts a new one).
         """
         job_id = new_job_id()
         key = idempotency_key or request.idempotency_key
-        if key:
-            idem = keys.idempotency(tenant, key)
-            if not await self.redis.set(idem, job_id, nx=True, ex=self.idempotency_ttl_s):
-                existing = await self.redis.get(idem)
-                if existing:
-                    return existing.decode(), False
-                await self.redis.set(idem, job_id, ex=self.idempotency_ttl_s)
         created = now_ms()
-        await self.redis.hset(keys.job(job_id), mapping={
-            "request": request.model_dump_json(), "model": model, "tenant": tenant,
-            "status": JobStatus.queued.value, "attempt": 1, "seq": 0, "created_ms": created,
-        })
-        await self.emit(job_id, EventType.queued, {"model": model, "attempt": 1})
-        await self.enqueue_attempt(job_id, model, 1)
-        return job_id, True
+        head, tail = _event_parts(job_id, EventType.queued, {"model": model, "attempt": 1}, created)
+        payload, expires, arq_id = self._arq_job(job_id, 1, created)
+        created_new, returned = await self._submit(
+            keys=[keys.job(job_id), keys.log(job_id), keys.events_channel(job_id), keys.EVENTS_ALL,
+                  job_key_prefix + arq_id, result_key_prefix + arq_id, keys.queue(model), keys.wake(model),
+                  keys.idempotency(tenant, key) if key else keys.idempotency(tenant, "-")],
+            args=[job_id, request.model_dump_json(), model, tenant, created, head, tail, self.stream_maxlen,
+                  payload, expires, created, arq_id, self.idempotency_ttl_s if key else "", keys.JOB_PREFIX],
+        )
+        return (returned.decode() if isinstance(returned, bytes) else returned), bool(created_new)
+
+    @staticmethod
+    def _arq_job(job_id: str, attempt: int, now: int) -> tuple[bytes, int, str]:
+        """(payload, expiry ms, arq id) of one attempt, serialized by arq itself."""
+        payload = serialize_job(RUN_JOB, (job_id, attempt), {}, None, now, serializer=codec.pack)
+        return payload, arq_expires_extra_ms, keys.arq_job_id(job_id, attempt)
 
     async def enqueue_attempt(self, job_id: str, model: str, attempt: int) -> None:
-        await self.redis.enqueue_job(RUN_JOB, job_id, attempt, _job_id=keys.arq_job_id(job_id, attempt),
-                                     _queue_name=keys.queue(model))
-        # Wake an idle worker now rather than at its next poll; the list is capped.
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.lpush(keys.wake(model), job_id)
-            pipe.ltrim(keys.wake(model), 0, 63)
-            await pipe.execute()
+        payload, expires, arq_id = self._arq_job(job_id, attempt, now_ms())
+        await self._enqueue(keys=[job_key_prefix + arq_id, result_key_prefix + arq_id, keys.queue(model),
+                                  keys.wake(model)],
+                            args=[payload, expires, now_ms(), arq_id, job_id])
 
     # ------------------------------------------------------------------ events
 
@@ -210,9 +266,7 @@ class JobStore:
         if terminal and status is None:
             status = _STATUS_OF_TERMINAL[type]
         ts = now_ms()
-        head = '{"job_id":' + json.dumps(job_id) + ',"seq":'
-        tail = (',"type":"' + type.value + '","ts":' + str(ts) + ',"data":'
-                + json.dumps(data or {}, ensure_ascii=False, separators=(",", ":"), default=str) + "}")
+        head, tail = _event_parts(job_id, type, data, ts)
         seq = await self._emit(
             keys=[keys.job(job_id), keys.log(job_id), keys.events_channel(job_id), keys.EVENTS_ALL, keys.LEASES],
             args=[head, tail, int(terminal), attempt, only_if_status.value if only_if_status else "",
