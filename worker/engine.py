@@ -99,6 +99,7 @@ class LlamaEngine:
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
 
         self._cached: list[int] = []  # tokens whose keys/values the context holds, in order
+        self._valid_grammars: dict[str, None] = {}  # grammars that passed check_grammar, oldest first
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
         self._candidates = np.zeros(self.n_vocab, dtype=_token_data_dtype)
         self._candidates["id"] = np.arange(self.n_vocab, dtype=np.int32)
@@ -171,11 +172,14 @@ class LlamaEngine:
         return await generate_in_thread(self._executor, self.generate_sync, request)
 
     def generate_sync(self, req: GenerationRequest) -> GenerationResult:
-        if req.grammar is not None:
+        if req.grammar is not None and req.grammar not in self._valid_grammars:
             try:
                 check_grammar(req.grammar)
             except GrammarError as e:  # never hand llama.cpp a grammar that would kill the process
                 raise EngineError(f"refusing an invalid grammar: {e}") from None
+            self._valid_grammars[req.grammar] = None  # checking costs ~10 ms: once per grammar
+            while len(self._valid_grammars) > 256:
+                self._valid_grammars.pop(next(iter(self._valid_grammars)))
         tokens = self.tokenize_segments(req.segments)
         if len(tokens) >= self.n_ctx:
             raise ContextLengthExceeded(len(tokens), self.n_ctx)

@@ -36,6 +36,7 @@ from worker.tools import ToolOutcome, ToolRegistry
 
 
 log = structlog.get_logger("toolq.loop")
+_GRAMMAR_CACHE = 256  # distinct (tool set, mode) grammars kept
 
 
 class EventSink(Protocol):
@@ -134,6 +135,7 @@ class ConversationLoop:
         self.registry = registry
         self.tool_timeout_s = tool_timeout_s
         self.prompt_variant = prompt_variant
+        self._grammars: dict[tuple[str, bool], str] = {}
 
     def job_tools(self, request: JobRequest) -> list[ToolSpec]:
         """The specs a job may use; unknown names raise KeyError listing them."""
@@ -221,15 +223,24 @@ class ConversationLoop:
 
     def _grammar(self, tools: list[ToolSpec], required: bool, parallel: bool) -> tuple[Optional[str], Optional[str]]:
         """(grammar, lazy trigger). Required: the whole output is calls. Auto: free text, and a
-        lazy grammar from the opening tag on. ``call_grammar`` is one call from the trigger on."""
+        lazy grammar from the opening tag on. ``call_grammar`` is one call from the trigger on.
+
+        Building and checking a grammar takes ~10 ms and a tool set's grammar never changes, so
+        grammars are cached per (tools, mode).
+        """
         if not tools:
             return None, None
-        one = self.fmt.call_grammar(tools) if self.fmt.trigger else None
-        if required:
-            return (one if not parallel and one else self.fmt.grammar(tools, required=True)), None
-        if self.fmt.trigger is None:
+        if not required and self.fmt.trigger is None:
             return None, None  # no opening tag to start a lazy grammar from
-        return (self.fmt.grammar(tools, required=True) if parallel else one), self.fmt.trigger
+        single = not parallel and self.fmt.trigger is not None
+        key = (json.dumps(tools, sort_keys=True), single)
+        grammar = self._grammars.get(key)
+        if grammar is None:
+            grammar = self.fmt.call_grammar(tools) if single else self.fmt.grammar(tools, required=True)
+            self._grammars[key] = grammar
+            while len(self._grammars) > _GRAMMAR_CACHE:
+                self._grammars.pop(next(iter(self._grammars)))
+        return grammar, (None if required else self.fmt.trigger)
 
     @staticmethod
     def _problem_text(problems: Sequence[str]) -> str:
