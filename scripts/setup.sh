@@ -46,14 +46,15 @@ quiet() {
 quiet "${pip[@]}" install --upgrade pip wheel
 
 # pip's own wheel cache does not key on CMAKE_ARGS, so a CPU wheel could be reused for a
-# CUDA request: keep built wheels in a folder of their own per flavour and flag set.
+# CUDA request: built wheels live in a folder of their own per flavour and flag set, and the
+# build bypasses pip's cache (--no-cache-dir).
 cache="${TOOLQ_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolq/wheels}/$flavor-$(echo "$cmake_args" | sha256sum | cut -c1-12)"
 mkdir -p "$cache"
 if ! ls "$cache"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
   echo "setup: building llama-cpp-python $LLAMA_VERSION ($flavor); this takes about 10 minutes once"
   start=$(date +%s)
   CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-    quiet "${pip[@]}" wheel --no-deps --no-binary llama-cpp-python -w "$cache" "llama-cpp-python==$LLAMA_VERSION"
+    quiet "${pip[@]}" wheel --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$cache" "llama-cpp-python==$LLAMA_VERSION"
   echo "setup: llama-cpp-python built in $(( $(date +%s) - start )) s"
 fi
 echo "setup: installing toolq and its dependencies into .venv"
