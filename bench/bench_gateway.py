@@ -42,6 +42,7 @@ from tests.conftest import RedisServer  # noqa: E402  (the same spawned redis-se
 from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
 from toolq import keys  # noqa: E402
 from toolq.jobstore import JobStore  # noqa: E402
+from toolq.local import free_port  # noqa: E402
 from toolq.protocol import JobRequest, Message  # noqa: E402
 
 HOLD_S = 0.05  # how long each throughput job keeps its worker busy
@@ -81,12 +82,6 @@ class CpuMeter:
         return ", ".join(f"{name} {used * 1000 / n:.1f}" for name, used in self.used.items())
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class GatewayProcess:

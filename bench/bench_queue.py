@@ -134,7 +134,7 @@ def main() -> None:
         ours = run_pickup(url, args.jobs, {})
         arq10 = run_pickup(url, args.jobs, {"TOOLQ_WAKE_ON_ENQUEUE": "false", "TOOLQ_POLL_DELAY_S": "0.01"})
         arq500 = run_pickup(url, args.default_jobs, {"TOOLQ_WAKE_ON_ENQUEUE": "false", "TOOLQ_POLL_DELAY_S": "0.5"})
-        print(f"queue pickup, enqueue -> started, model idle (server clock, ms; client-observed in brackets)")
+        print("queue pickup, enqueue -> started, model idle (server clock, ms; client-observed in brackets)")
         for name, (srv, cli), n in (("toolq wake-on-enqueue", ours, args.jobs), ("arq poll 10 ms (anchor)", arq10, args.jobs),
                                     ("arq poll 0.5 s (default)", arq500, args.default_jobs)):
             print(f"  {name:26s} n={n:4d}  p50 {pct(srv, 50):6.1f} ms  p99 {pct(srv, 99):6.1f} ms"
@@ -143,7 +143,7 @@ def main() -> None:
               f"p99 {pct(ours[1], 99) / pct(arq10[1], 99):.2f}  (client-observed)")
         rec = run_recovery(url, args.kills)
         anchor = 300 + 10  # arq: job_timeout (default 300 s) + 10 s before another worker retries
-        print(f"crash recovery, SIGKILL -> started (attempt 2) on the second worker: "
+        print("crash recovery, SIGKILL -> started (attempt 2) on the second worker: "
               + ", ".join(f"{x:.2f} s" for x in rec)
               + f"; median {statistics.median(rec):.2f} s = {statistics.median(rec) / anchor:.4f} of arq's {anchor} s")
     finally:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -20,27 +19,20 @@ from typing import Iterator
 import pytest
 import redis
 
+from toolq.local import free_port, redis_answers
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def _answers(url: str, timeout: float = 1.0) -> bool:
-    try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout).ping())
-    except Exception:
-        return False
 
 
 class RedisServer:
     """A redis-server we started ourselves: tests may stop and restart it."""
 
     def __init__(self, port: int | None = None):
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="toolq-redis-")
         self.proc: subprocess.Popen | None = None
 
@@ -58,7 +50,7 @@ class RedisServer:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10
-        while not _answers(self.url, 0.2):
+        while not redis_answers(self.url, 0.2):
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 raise RuntimeError(f"redis-server did not start on port {self.port}")
             time.sleep(0.02)
@@ -84,7 +76,7 @@ def _docker_answers() -> bool:
 def redis_base_url() -> Iterator[str]:
     url = os.environ.get("TOOLQ_TEST_REDIS_URL") or os.environ.get("REDIS_URL")
     if url:
-        if not _answers(url):
+        if not redis_answers(url):
             pytest.fail(f"REDIS_URL={url} does not answer PING")
         yield url.rsplit("/", 1)[0] if url.count("/") > 2 else url
         return

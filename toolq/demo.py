@@ -13,7 +13,6 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,35 +25,27 @@ import redis
 from rich.console import Console
 
 from toolq import keys
+from toolq.local import free_port, redis_answers
 from toolq.protocol import EventType, JobRequest, Message
 
 console = Console(highlight=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def _answers(url: str) -> bool:
-    try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=0.5).ping())
-    except Exception:
-        return False
 
 
 def _start_redis(stack: ExitStack) -> str:
     exe = shutil.which("redis-server")
     if exe is None:
         raise SystemExit("no Redis answers and redis-server is not installed (apt-get install redis-server)")
-    port = _free_port()
+    port = free_port()
     folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="toolq-demo-redis-"))
     proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", folder],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stack.callback(_stop, proc, "redis")
     url = f"redis://127.0.0.1:{port}/0"
-    _wait(lambda: _answers(url), 10, "redis-server did not start")
+    _wait(lambda: redis_answers(url), 10, "redis-server did not start")
     console.print(f"[dim]started redis-server on port {port}[/dim]")
     return url
 
@@ -92,9 +83,9 @@ def run_demo(args: argparse.Namespace) -> int:
     settings = WorkerSettings()
     with ExitStack() as stack:
         url = args.redis or settings.redis_url
-        if not args.redis and not _answers(url):
+        if not args.redis and not redis_answers(url):
             url = _start_redis(stack)
-        elif not _answers(url):
+        elif not redis_answers(url):
             raise SystemExit(f"Redis at {url} does not answer")
         else:
             console.print(f"[dim]using Redis at {url}[/dim]")
@@ -107,7 +98,7 @@ def run_demo(args: argparse.Namespace) -> int:
         _wait(lambda: any(r.exists(keys.worker(w.decode())) for w in set(r.smembers(keys.WORKERS)) - before),
               120, "the worker did not come up", worker, wlog)
 
-        port = args.port or _free_port()
+        port = args.port or free_port()
         gateway, glog = _spawn(stack, ["gateway", "--port", str(port), "--redis", url], "gateway", env)
         base = f"http://127.0.0.1:{port}"
         _wait(lambda: _ready(base), 60, "the gateway did not become ready", gateway, glog)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import threading
 import time
 from typing import Any, AsyncIterator, Iterator, Optional
@@ -19,6 +18,7 @@ import uvicorn
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from toolq import keys
+from toolq.local import free_port
 
 # One tool call, then an answer once the tool's result is in the prompt. The rule wants the
 # newline after the tag: the Hermes system prompt itself mentions "<tool_response></tool_response>".
@@ -26,10 +26,6 @@ CALL_ZORBIX = '<tool_call>{"name": "calculate_zorbix", "arguments": {"zorb": 15,
 ZORBIX_RULES = [("<tool_response>\n", "The answer is 22."), ("", CALL_ZORBIX)]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LiveGateway:

@@ -9,7 +9,7 @@ import asyncio
 import json
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 

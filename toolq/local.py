@@ -1,0 +1,21 @@
+"""Helpers for starting services on this machine: the demo, the tests and the benchmarks."""
+
+from __future__ import annotations
+
+import socket
+
+import redis
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_answers(url: str, timeout: float = 0.5) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout).ping())
+    except Exception:
+        return False
