@@ -173,6 +173,16 @@ class GrammarBuilder:
             inner = ""
         return self.add(name, f'"{{" space {inner} "}}" space')
 
+    def call_object(self, base: str, name_literal: str, parameters: Any) -> str:
+        """``{"name": <the tool's name>, "arguments": <its parameters>}`` for one tool, the object
+        every JSON call style writes; returns the rule name. ``name_literal`` is the GBNF for the
+        name as the style spells it (styles that escape characters pass their own)."""
+        name = self.add(base + "-name", name_literal + " space")
+        args = self.schema(parameters, base + "-arguments")
+        name_kv = self.add(base + "-name-kv", f'"\\"name\\"" space ":" space {name}')
+        args_kv = self.add(base + "-arguments-kv", f'"\\"arguments\\"" space ":" space {args}')
+        return self.add(base, f'"{{" space {name_kv} "," space {args_kv} "}}" space')
+
     def render(self) -> str:
         """The grammar text, root first; checked, so an invalid grammar raises GrammarError here."""
         names = sorted(self.rules, key=lambda n: (n != "root", n))

@@ -390,11 +390,7 @@ class HermesFormat(ToolCallFormat):
         alternatives = []
         for tool in tools:
             base = gbnf.rule_name(tool_name(tool)) + "-tool-call"
-            name_rule = b.add(base + "-name", self._name_literal(tool_name(tool)) + " space")
-            args_rule = b.schema(tool_params(tool), base + "-arguments")
-            name_kv = b.add(base + "-name-kv", f'"\\"name\\"" space ":" space {name_rule}')
-            args_kv = b.add(base + "-arguments-kv", f'"\\"arguments\\"" space ":" space {args_rule}')
-            alternatives.append(b.add(base, f'"{{" space {name_kv} "," space {args_kv} "}}" space'))
+            alternatives.append(b.call_object(base, self._name_literal(tool_name(tool)), tool_params(tool)))
         if not alternatives:
             raise ValueError("a tool-call grammar needs at least one tool")
         body = f"{self._tag(self.open_tag)} ws ({' | '.join(alternatives)}) ws {self._tag(self.close_tag)}"

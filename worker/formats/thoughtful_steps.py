@@ -126,11 +126,8 @@ class ThoughtfulStepsFormat(ToolCallFormat):
         calls = []
         for i, tool in enumerate(tools):
             base = f"next-step-0-tool-calls-item-{i}"
-            name = b.add(base + "-name", gbnf.literal(json.dumps(tool_name(tool), ensure_ascii=False)) + " space")
-            args = b.schema(tool_params(tool), base + "-arguments")
-            name_kv = b.add(base + "-name-kv", f'"\\"name\\"" space ":" space {name}')
-            args_kv = b.add(base + "-arguments-kv", f'"\\"arguments\\"" space ":" space {args}')
-            calls.append(b.add(base, f'"{{" space {name_kv} "," space {args_kv} "}}" space'))
+            name = gbnf.literal(json.dumps(tool_name(tool), ensure_ascii=False))
+            calls.append(b.call_object(base, name, tool_params(tool)))
         if not calls:
             raise ValueError("a tool-call grammar needs at least one tool")
         item = b.add("next-step-0-tool-calls-item", " | ".join(calls))
