@@ -29,7 +29,7 @@ from typing import Any, Optional, Protocol, Sequence
 import structlog
 
 from toolq.protocol import JobRequest, Message, ToolCall, Usage
-from worker.formats.base import ToolCallFormat, ToolSpec
+from worker.formats.base import ToolCallFormat, ToolDefinition
 from worker.generation import Engine, GenerationRequest, GenerationResult
 from worker.templates import ChatTemplate
 from worker.tools import ToolOutcome, ToolRegistry
@@ -137,7 +137,7 @@ class ConversationLoop:
         self.prompt_variant = prompt_variant
         self._grammars: dict[tuple[str, bool], str] = {}
 
-    def job_tools(self, request: JobRequest) -> list[ToolSpec]:
+    def job_tools(self, request: JobRequest) -> list[ToolDefinition]:
         """The specs a job may use; unknown names raise KeyError listing them."""
         if request.tool_choice == "none":
             return []
@@ -201,7 +201,7 @@ class ConversationLoop:
 
     # ------------------------------------------------------------------ pieces
 
-    async def _generate(self, request: JobRequest, state: LoopState, tools: list[ToolSpec],
+    async def _generate(self, request: JobRequest, state: LoopState, tools: list[ToolDefinition],
                         grammar: Optional[str], trigger: Optional[str], stop_event, sink: EventSink) -> GenerationResult:
         prompt = self.template.render(state.messages, tools=tools, fmt=self.fmt, add_generation_prompt=True,
                                       prompt_variant=self.prompt_variant)
@@ -221,7 +221,7 @@ class ConversationLoop:
             raise Aborted()
         return gen
 
-    def _grammar(self, tools: list[ToolSpec], required: bool, parallel: bool) -> tuple[Optional[str], Optional[str]]:
+    def _grammar(self, tools: list[ToolDefinition], required: bool, parallel: bool) -> tuple[Optional[str], Optional[str]]:
         """(grammar, lazy trigger). Required: the whole output is calls. Auto: free text, and a
         lazy grammar from the opening tag on. ``call_grammar`` is one call from the trigger on.
 

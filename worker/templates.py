@@ -31,7 +31,7 @@ from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from toolq.protocol import FunctionCall, Message, ToolCall
-from worker.formats.base import ToolCallFormat, ToolSpec
+from worker.formats.base import ToolCallFormat, ToolDefinition
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "chat_templates"
 
@@ -425,7 +425,7 @@ class ChatTemplate:
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
-        tools: Optional[Sequence[ToolSpec]] = None,
+        tools: Optional[Sequence[ToolDefinition]] = None,
         add_generation_prompt: bool = True,
     ) -> str:
         """Render message dicts exactly as given, as HF's apply_chat_template would."""
@@ -538,7 +538,7 @@ class ChatTemplate:
         self,
         messages: Sequence[Union[Message, Mapping[str, Any]]],
         *,
-        tools: Sequence[ToolSpec],
+        tools: Sequence[ToolDefinition],
         fmt: ToolCallFormat,
         add_generation_prompt: bool = True,
         prompt_variant: Optional[str] = None,
@@ -595,7 +595,7 @@ def _line_of(error: BaseException, filename: str) -> str:
 class _Adapter:
     """Turns protocol messages into marked message dicts this template can render."""
 
-    def __init__(self, template: ChatTemplate, fmt: ToolCallFormat, tools: list[ToolSpec], variant: Optional[str]):
+    def __init__(self, template: ChatTemplate, fmt: ToolCallFormat, tools: list[ToolDefinition], variant: Optional[str]):
         self.template = template
         self.caps = template.capabilities
         self.fmt = fmt

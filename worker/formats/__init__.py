@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from worker.formats.base import ParsedOutput, ToolCallFormat, ToolSpec
+from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
 
 DEFAULT_FORMAT = "hermes"
 # Modules in this package that are helpers, not styles.
@@ -23,4 +23,4 @@ def get_format(name: str = DEFAULT_FORMAT) -> ToolCallFormat:
     return module.FORMAT
 
 
-__all__ = ["DEFAULT_FORMAT", "ParsedOutput", "ToolCallFormat", "ToolSpec", "available_formats", "get_format"]
+__all__ = ["DEFAULT_FORMAT", "ParsedOutput", "ToolCallFormat", "ToolDefinition", "available_formats", "get_format"]

@@ -12,7 +12,10 @@ from typing import Any, Optional, Sequence
 
 from toolq.protocol import ToolCall
 
-ToolSpec = dict[str, Any]
+# An OpenAI function definition, {"type": "function", "function": {"name", "description", "parameters"}}:
+# what a format renders into its system prompt and builds grammars from. (toolq.api.ToolSpec is
+# the gateway's view of a served tool, a different thing.)
+ToolDefinition = dict[str, Any]
 
 
 @dataclass
@@ -33,11 +36,11 @@ class ToolCallFormat:
     # Stop strings the engine should stop on for this style (besides the template's end of turn).
     stop: Sequence[str] = ()
 
-    def system_prompt(self, tools: Sequence[ToolSpec], variant: Optional[str] = None) -> str:
+    def system_prompt(self, tools: Sequence[ToolDefinition], variant: Optional[str] = None) -> str:
         """The text that teaches the model the style and lists the tools."""
         raise NotImplementedError
 
-    def grammar(self, tools: Sequence[ToolSpec], *, required: bool = False) -> str:
+    def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
         """GBNF constraining output to valid calls of exactly these tools.
 
         required=False: free text, then any number of calls (``content* tool-call*``).
@@ -45,7 +48,7 @@ class ToolCallFormat:
         """
         raise NotImplementedError
 
-    def call_grammar(self, tools: Sequence[ToolSpec]) -> str:
+    def call_grammar(self, tools: Sequence[ToolDefinition]) -> str:
         """GBNF for the text from ``trigger`` on: used as a lazy grammar in auto mode."""
         raise NotImplementedError
 

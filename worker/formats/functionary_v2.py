@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 
 from toolq.protocol import ToolCall
 from worker.formats import gbnf, jsonish
-from worker.formats.base import ParsedOutput, ToolCallFormat, ToolSpec
+from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
 from worker.formats.hermes import call_from_value, tool_name, tool_params
 
 FROM = "<|from|>"
@@ -68,7 +68,7 @@ def _ts_fields(schema: dict, depth: int) -> str:
     return "\n".join(lines)
 
 
-def namespace_prompt(tools: Sequence[ToolSpec]) -> str:
+def namespace_prompt(tools: Sequence[ToolDefinition]) -> str:
     out = ["// Supported function definitions that should be called when necessary.", "namespace functions {"]
     for i, tool in enumerate(tools):
         fn = tool.get("function") or tool
@@ -153,10 +153,10 @@ class FunctionaryV2Format(ToolCallFormat):
     trigger = None  # every message opens with a recipient; there is no tag to wait for
     stop = (STOP,)
 
-    def system_prompt(self, tools: Sequence[ToolSpec], variant: Optional[str] = None) -> str:
+    def system_prompt(self, tools: Sequence[ToolDefinition], variant: Optional[str] = None) -> str:
         return namespace_prompt(tools)
 
-    def _rules(self, b: gbnf.GrammarBuilder, tools: Sequence[ToolSpec]) -> tuple[str, str]:
+    def _rules(self, b: gbnf.GrammarBuilder, tools: Sequence[ToolDefinition]) -> tuple[str, str]:
         b.add("start", gbnf.literal(START))
         alternatives = []
         for tool in tools:
@@ -171,7 +171,7 @@ class FunctionaryV2Format(ToolCallFormat):
         without = b.add("tool-call-without-start", " | ".join(alternatives))
         return b.add("tool-call", f"start {without}"), without
 
-    def grammar(self, tools: Sequence[ToolSpec], *, required: bool = False) -> str:
+    def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
         b = gbnf.GrammarBuilder()
         call, without = self._rules(b, tools)
         if required:
@@ -187,7 +187,7 @@ class FunctionaryV2Format(ToolCallFormat):
             b.add("root", f"content-without-start content* ({call}+ content*)? | {without} {call}* content*")
         return b.render()
 
-    def call_grammar(self, tools: Sequence[ToolSpec]) -> str:
+    def call_grammar(self, tools: Sequence[ToolDefinition]) -> str:
         # No trigger: the nearest thing is "the output is calls only".
         return self.grammar(tools, required=True)
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from toolq.protocol import FunctionCall, ToolCall
 from worker.formats import gbnf, jsonish
-from worker.formats.base import ParsedOutput, ToolCallFormat, ToolSpec
+from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
 
 OPEN = "<tool_call>"
 CLOSE = "</tool_call>"
@@ -75,12 +75,12 @@ VARIANTS = ("short", "long", "hermes_2_pro")
 DEFAULT_VARIANT = "long"
 
 
-def tools_block(tools: Sequence[ToolSpec]) -> str:
+def tools_block(tools: Sequence[ToolDefinition]) -> str:
     """Tools as the seed prompts list them: each spec as indented JSON, one after another."""
     return "\n".join(json.dumps(t, indent=2, ensure_ascii=False) for t in tools)
 
 
-def hermes_prompt(tools: Sequence[ToolSpec], variant: Optional[str] = None, *, date: Optional[str] = None) -> str:
+def hermes_prompt(tools: Sequence[ToolDefinition], variant: Optional[str] = None, *, date: Optional[str] = None) -> str:
     variant = variant or DEFAULT_VARIANT
     if variant == "short":
         return f"Here are the tools available:\n<tools>\n{tools_block(tools)}\n</tools>"
@@ -96,11 +96,11 @@ def hermes_prompt(tools: Sequence[ToolSpec], variant: Optional[str] = None, *, d
 # ---------------------------------------------------------------- reading one call
 
 
-def tool_name(tool: ToolSpec) -> str:
+def tool_name(tool: ToolDefinition) -> str:
     return (tool.get("function") or tool).get("name", "")
 
 
-def tool_params(tool: ToolSpec) -> dict:
+def tool_params(tool: ToolDefinition) -> dict:
     """The tool's parameters schema; always an object schema (arguments are an object)."""
     params = (tool.get("function") or tool).get("parameters")
     params = params if isinstance(params, dict) else {}
@@ -374,7 +374,7 @@ class HermesFormat(ToolCallFormat):
     open_tag = OPEN
     close_tag = CLOSE
 
-    def system_prompt(self, tools: Sequence[ToolSpec], variant: Optional[str] = None) -> str:
+    def system_prompt(self, tools: Sequence[ToolDefinition], variant: Optional[str] = None) -> str:
         return hermes_prompt(tools, variant)
 
     # -- grammar
@@ -385,7 +385,7 @@ class HermesFormat(ToolCallFormat):
     def _name_literal(self, name: str) -> str:
         return gbnf.literal(json.dumps(name, ensure_ascii=False))
 
-    def _call_rules(self, b: gbnf.GrammarBuilder, tools: Sequence[ToolSpec]) -> str:
+    def _call_rules(self, b: gbnf.GrammarBuilder, tools: Sequence[ToolDefinition]) -> str:
         """Add the rules for one tagged call of any of the tools; return the rule name."""
         alternatives = []
         for tool in tools:
@@ -397,7 +397,7 @@ class HermesFormat(ToolCallFormat):
         b.add("ws", "[ \\t\\n]? [ \\t\\n]?")  # a newline or two around the JSON, bounded
         return b.add("tool-call", body)
 
-    def grammar(self, tools: Sequence[ToolSpec], *, required: bool = False) -> str:
+    def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
         b = gbnf.GrammarBuilder()
         call = self._call_rules(b, tools)
         if required:
@@ -408,7 +408,7 @@ class HermesFormat(ToolCallFormat):
             b.add("root", f"content* ({call} ws)*")
         return b.render()
 
-    def call_grammar(self, tools: Sequence[ToolSpec]) -> str:
+    def call_grammar(self, tools: Sequence[ToolDefinition]) -> str:
         b = gbnf.GrammarBuilder()
         b.add("root", self._call_rules(b, tools))
         return b.render()

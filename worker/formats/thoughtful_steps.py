@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 from toolq.protocol import ToolCall
 from worker.formats import gbnf, jsonish
-from worker.formats.base import ParsedOutput, ToolCallFormat, ToolSpec
+from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
 from worker.formats.hermes import call_from_value, tool_name, tool_params, tools_block
 
 THOUGHT = "thought_about_next_step_only"
@@ -54,7 +54,7 @@ RESPONSE_SCHEMA = {
 }
 
 
-def thoughtful_prompt(tools: Sequence[ToolSpec]) -> str:
+def thoughtful_prompt(tools: Sequence[ToolDefinition]) -> str:
     return (
         "You are a function calling AI model.\n"
         "Here are the tools available:\n"
@@ -118,10 +118,10 @@ class ThoughtfulStepsFormat(ToolCallFormat):
     trigger = None  # the whole reply is the JSON object; nothing to wait for
     stop = ()
 
-    def system_prompt(self, tools: Sequence[ToolSpec], variant: Optional[str] = None) -> str:
+    def system_prompt(self, tools: Sequence[ToolDefinition], variant: Optional[str] = None) -> str:
         return thoughtful_prompt(tools)
 
-    def grammar(self, tools: Sequence[ToolSpec], *, required: bool = False) -> str:
+    def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
         b = gbnf.GrammarBuilder()
         calls = []
         for i, tool in enumerate(tools):
@@ -148,7 +148,7 @@ class ThoughtfulStepsFormat(ToolCallFormat):
         b.add("root", f'"{{" space {thought} "," space {step_kv} "}}" space')
         return b.render()
 
-    def call_grammar(self, tools: Sequence[ToolSpec]) -> str:
+    def call_grammar(self, tools: Sequence[ToolDefinition]) -> str:
         return self.grammar(tools, required=True)
 
     def parse(self, text: str, tool_names: Optional[set[str]] = None) -> ParsedOutput:
