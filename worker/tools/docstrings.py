@@ -1,19 +1,29 @@
-"""A tool's description and its arguments' descriptions, from a Google-style docstring."""
+"""A tool's description and its arguments' descriptions, from a Google-style docstring.
+
+Parsing is docstring-parser's; what is kept of it is shaped for the model to read: the summary is
+the whole first paragraph (the library's short description is only its first line), and every
+text is joined into one line.
+"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterable
+
+from docstring_parser import ParseError
+from docstring_parser.google import DEFAULT_SECTIONS, GoogleParser, Section, SectionType
 
 __all__ = ["ToolDoc", "parse_docstring"]
 
-_SECTION_RE = re.compile(
-    r"^\s*(Args|Arguments|Parameters|Params|Returns?|Raises|Yields?|Examples?|Notes?|See Also)\s*:\s*$",
-    re.IGNORECASE,
-)
-_ARGS_HEADERS = {"args", "arguments", "parameters", "params"}
-_ARG_LINE_RE = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+# Headers that also end the summary; the library's defaults lack these spellings.
+_PARSER = GoogleParser(sections=[
+    *DEFAULT_SECTIONS,
+    Section("Return", "returns", SectionType.SINGULAR_OR_MULTIPLE),
+    Section("Yield", "yields", SectionType.SINGULAR_OR_MULTIPLE),
+    Section("Note", "notes", SectionType.SINGULAR),
+    Section("Notes", "notes", SectionType.SINGULAR),
+    Section("See Also", "see_also", SectionType.SINGULAR),
+])
 
 
 @dataclass(frozen=True)
@@ -23,51 +33,26 @@ class ToolDoc:
 
 
 def parse_docstring(doc: str) -> ToolDoc:
-    return ToolDoc(summary=_doc_summary(doc), arguments=_doc_arg_descriptions(doc))
+    """The summary and the ``Args:`` descriptions of ``doc``; a malformed section (an entry
+    without a colon, say) costs only the argument descriptions, never the registration."""
+    try:
+        parsed = _PARSER.parse(doc)
+    except ParseError:
+        title = _PARSER.titles_re.search(doc)
+        parsed = _PARSER.parse(doc[:title.start()] if title else doc)
+    summary_lines = [parsed.short_description or ""]
+    if parsed.long_description and not parsed.blank_after_short_description:
+        # The first paragraph goes on past the first line: the rest of it opens the long part.
+        paragraph = parsed.long_description.splitlines()
+        blank = next((i for i, line in enumerate(paragraph) if not line.strip()), len(paragraph))
+        summary_lines += paragraph[:blank]
+    arguments = {
+        p.arg_name: _one_line((p.description or "").splitlines())
+        for p in parsed.params
+        if p.args[0] == "param"  # an Args: section, not Attributes: or Keyword Args:
+    }
+    return ToolDoc(summary=_one_line(summary_lines), arguments=arguments)
 
 
-def _doc_summary(doc: str) -> str:
-    """The first paragraph, joined into one line; a section header (``Args:``) also ends it."""
-    lines = []
-    for line in doc.splitlines():
-        if not line.strip() or _SECTION_RE.match(line):
-            if lines:
-                break
-            continue
-        lines.append(line.strip())
-    return " ".join(lines)
-
-
-def _doc_arg_descriptions(doc: str) -> dict[str, str]:
-    """Parameter descriptions from a Google-style ``Args:`` section (continuation lines joined)."""
-    out: dict[str, str] = {}
-    lines = doc.splitlines()
-    i = 0
-    while i < len(lines):
-        header = _SECTION_RE.match(lines[i])
-        i += 1
-        if not header or header.group(1).lower() not in _ARGS_HEADERS:
-            continue
-        header_indent = _indent(lines[i - 1])
-        entry_indent: Optional[int] = None
-        current: Optional[str] = None
-        while i < len(lines):
-            line = lines[i]
-            if line.strip():
-                indent = _indent(line)
-                if indent <= header_indent:
-                    break  # the section ended
-                if entry_indent is None:
-                    entry_indent = indent
-                match = _ARG_LINE_RE.match(line.strip()) if indent == entry_indent else None
-                if match:
-                    current = match.group(1)
-                    out[current] = match.group(2).strip()
-                elif current is not None:
-                    out[current] = (out[current] + " " + line.strip()).strip()
-            i += 1
-    return out
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
+def _one_line(lines: Iterable[str]) -> str:
+    return " ".join(line.strip() for line in lines if line.strip())
