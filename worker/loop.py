@@ -258,16 +258,16 @@ class ConversationLoop:
             if call.name not in names:
                 listed = ", ".join(sorted(names)) or "none"
                 return call, ToolOutcome(False, "", f"unknown tool {call.name!r}; the tools you can call are: {listed}", 0.0), False
-            problems = self.registry.validate(call.name, call.arguments)
-            if problems:
-                return call, ToolOutcome(False, "", f"invalid arguments for {call.name}: " + "; ".join(problems)
+            checked = self.registry.check(call.name, call.arguments)  # once: run() takes the checked values
+            if checked.errors:
+                return call, ToolOutcome(False, "", f"invalid arguments for {call.name}: " + "; ".join(checked.errors)
                                          + ". Call the tool again with corrected arguments.", 0.0), False
             sig = call_signature(call.name, call.arguments)
             if sig in earlier:
                 note = (f"You already called {call.name} with these arguments; the result was: {earlier[sig]}. "
                         "Use that result instead of calling again.")
                 return call, ToolOutcome(True, note, None, 0.0), False
-            outcome = await self.registry.execute(call.name, call.arguments, timeout_s=self.tool_timeout_s)
+            outcome = await self.registry.run(checked, timeout_s=self.tool_timeout_s)
             return call, outcome, True
 
         t0 = time.perf_counter()

@@ -1,0 +1,40 @@
+"""The tool registry: ``@tool``, JSON schema from type hints, validation, execution with timeout.
+
+A tool is a plain Python function, sync or async. Registering it builds a pydantic model from its
+signature; that model gives the JSON schema shown to the model (OpenAI function shape) and does the
+validation of the arguments the model wrote. Validation is strict (``"5"`` is not an integer, a
+bool is not an integer) because silently coercing hides the model's mistakes; the error texts are
+written for the model to read and correct itself.
+
+Tool modules register on the module-level ``REGISTRY``::
+
+    from worker.tools import tool
+
+    @tool
+    def get_time(zone: str) -> str:
+        \"\"\"Current time in a time zone.\"\"\"
+
+The modules, one idea each: ``registry`` (names, specs, check and run), ``function`` (one registered
+function), ``signature`` (its argument model and schema), ``docstrings`` (its descriptions),
+``validation`` and ``messages`` (checking a call, and the texts the model reads), ``execution``,
+``threads`` and ``results`` (running a call and what it produced), ``errors``.
+"""
+
+from worker.tools.errors import ToolLoadError, ToolRegistrationError, UnknownToolError
+from worker.tools.function import Tool
+from worker.tools.registry import REGISTRY, ToolRegistry, load_tool_modules, tool
+from worker.tools.results import ToolOutcome
+from worker.tools.validation import CheckedCall
+
+__all__ = [
+    "REGISTRY",
+    "CheckedCall",
+    "Tool",
+    "ToolLoadError",
+    "ToolOutcome",
+    "ToolRegistrationError",
+    "ToolRegistry",
+    "UnknownToolError",
+    "load_tool_modules",
+    "tool",
+]

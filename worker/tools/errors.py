@@ -1,0 +1,27 @@
+"""The errors the tool package raises to its callers (registration, loading, looking up)."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+
+class ToolRegistrationError(ValueError):
+    """A function cannot be registered as a tool (bad signature, duplicate name, ...)."""
+
+
+class ToolLoadError(ImportError):
+    """A tool module named in the settings could not be imported."""
+
+
+class UnknownToolError(KeyError):
+    """Names asked for are not registered. ``names`` lists the unknown ones."""
+
+    def __init__(self, names: Iterable[str], known: Iterable[str]):
+        self.names = list(names)
+        self.known = list(known)
+        super().__init__(self.names)
+
+    def __str__(self) -> str:  # KeyError's own str() would repr-quote the message
+        unknown = ", ".join(repr(n) for n in self.names)
+        known = ", ".join(self.known) or "(none)"
+        return f"unknown tool(s) {unknown}; registered tools: {known}"
