@@ -385,10 +385,6 @@ class ChatTemplate:
     # -- loading
 
     @classmethod
-    def from_string(cls, source: str, bos_token: str = "", eos_token: str = "", *, name: str = "chat_template") -> "ChatTemplate":
-        return cls(source, bos_token=bos_token, eos_token=eos_token, name=name)
-
-    @classmethod
     def from_file(cls, path: Union[str, Path], bos_token: str = "", eos_token: str = "") -> "ChatTemplate":
         path = Path(path)
         try:
@@ -397,15 +393,6 @@ class ChatTemplate:
             reason = getattr(e, "strerror", None) or e
             raise TemplateError(f"cannot read chat template {path}: {reason}") from None
         return cls(source, bos_token=bos_token, eos_token=eos_token, name=path.name)
-
-    @classmethod
-    def bundled(cls, name: str, bos_token: str = "", eos_token: str = "") -> "ChatTemplate":
-        """A maintained template from chat_templates/, by stem (``hermes3_tool_calling``)."""
-        stem = name.removesuffix(".j2")
-        path = TEMPLATES_DIR / f"{stem}.j2"
-        if stem not in available_templates():  # also keeps a name like "../x" out of the folder
-            raise TemplateError(f"no bundled chat template {name!r}; available: {', '.join(available_templates())}")
-        return cls.from_file(path, bos_token, eos_token)
 
     @classmethod
     def from_gguf_metadata(
