@@ -10,7 +10,7 @@ from toolq.protocol import JobRequest, Message
 from worker.formats import get_format
 from worker.loop import ConversationLoop
 from worker.scripted import ScriptedEngine
-from worker.settings import REPO_TEMPLATES
+from worker.templates import TEMPLATES_DIR
 from worker.templates import ChatTemplate
 from worker.tools import ToolRegistry
 
@@ -64,7 +64,7 @@ async def test_the_loop_validates_each_call_once(monkeypatch):
     seen = _counting(monkeypatch)
     call = '<tool_call>\n' + json.dumps({"name": "add", "arguments": {"a": 2, "b": 3}}) + '\n</tool_call>'
     engine = ScriptedEngine([call, "5."])
-    template = ChatTemplate.from_file(REPO_TEMPLATES / "hermes3_tool_calling.j2")
+    template = ChatTemplate.from_file(TEMPLATES_DIR / "hermes3_tool_calling.j2")
     loop = ConversationLoop(engine, template, get_format("hermes"), reg, tool_timeout_s=5)
     out = await loop.run(JobRequest(messages=[Message(role="user", content="2 + 3?")]), _Sink())
     assert out.content == "5."
