@@ -19,6 +19,7 @@ from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
 from toolq.jobstore import JobNotFound, JobStore, connect
 from toolq.protocol import PROTOCOL_VERSION
+from toolq.registry import Fleet
 
 log = structlog.get_logger("toolq.gateway")
 
@@ -39,7 +40,7 @@ def create_app(settings: Optional[GatewaySettings] = None) -> FastAPI:
         store = JobStore(connect(settings.redis_url))
         metrics = GatewayMetrics()
 
-        def on_refresh(fleet) -> None:
+        def on_refresh(fleet: Fleet) -> None:
             metrics.known_tools = frozenset(n for w in fleet.workers for n in w.tool_names)
 
         async def model_of(job_id: str) -> Optional[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path
 
@@ -12,7 +12,7 @@ from toolq.api import ErrorBody, ModelsView, ModelView, ToolsView
 from toolq.errors import NotFound
 
 router = APIRouter(prefix="/v1", tags=["catalog"], dependencies=[Depends(current_tenant)])
-_ERRORS = {401: {"model": ErrorBody}}
+_ERRORS: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody}}
 
 
 @router.get("/tools", response_model=ToolsView, responses=_ERRORS)

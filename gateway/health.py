@@ -25,7 +25,7 @@ async def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
-async def readyz(state: State):
+async def readyz(state: State) -> Readiness | JSONResponse:
     """Ready when Redis answers and at least one worker is live; 503 with the reason otherwise."""
     try:
         # Bounded: the client retries through Redis blips for seconds, a probe wants an answer now.

@@ -149,7 +149,7 @@ class EventObserver:
         self.redis = redis
         self.metrics = metrics
         self.model_of = model_of
-        self._task: Optional[asyncio.Task] = None
+        self._task: Optional[asyncio.Task[None]] = None
         self.subscribed = asyncio.Event()
 
     def start(self) -> None:

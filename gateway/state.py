@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import Depends, Request
 
@@ -25,7 +25,8 @@ class GatewayState:
 async def get_state(request: Request) -> GatewayState:
     # async on purpose: FastAPI runs a plain `def` dependency in a worker thread, a thread hop
     # per request for what is an attribute read.
-    return request.app.state.toolq
+    # Set by the lifespan in gateway/app.py; Starlette's app.state is untyped.
+    return cast(GatewayState, request.app.state.toolq)
 
 
 State = Annotated[GatewayState, Depends(get_state)]  # a route parameter: the gateway's state

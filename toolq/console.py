@@ -29,8 +29,8 @@ def _args(arguments: Any) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
-def _short(text: Any, limit: int = 400) -> str:
-    text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+def _short(value: Any, limit: int = 400) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= limit else text[:limit] + " …"
 
 

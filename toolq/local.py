@@ -11,7 +11,8 @@ def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]  # an AF_INET address is (host, port)
+        return port
 
 
 def redis_answers(url: str, timeout: float = 0.5) -> bool:

@@ -14,9 +14,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence, Union
+from typing import Any, Callable, Sequence, Union
 
-from worker.generation import ContextLengthExceeded, GenerationRequest, GenerationResult, generate_in_thread
+from worker.generation import ContextLengthExceeded, GenerationRequest, GenerationResult, StopReason, generate_in_thread
 
 Reply = Union[str, Callable[[str], str]]
 
@@ -34,7 +34,9 @@ class ScriptedEngine:
         self.n_ctx = n_ctx
         self.token_delay_s = token_delay_s
         self.chars_per_token = chars_per_token
-        self._replies = list(replies)
+        # Rules are never used up; replies are taken in order, the last one repeating.
+        self._rules = [r for r in replies if isinstance(r, Rule)]
+        self._replies = [r for r in replies if not isinstance(r, Rule)]
         self.prompts: list[str] = []  # every prompt seen, for assertions
         self.bos_token = ""
         self.eos_token = ""
@@ -42,21 +44,20 @@ class ScriptedEngine:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scripted")
 
     @classmethod
-    def from_file(cls, path: Union[str, Path], **kw) -> "ScriptedEngine":
+    def from_file(cls, path: Union[str, Path], **kw: Any) -> "ScriptedEngine":
         """Rules from JSON: ``{"rules": [{"when": REGEX, "reply": TEXT}], "token_delay_s": 0}``."""
         data = json.loads(Path(path).read_text())
         rules = [Rule(r["when"], r["reply"]) for r in data["rules"]]
         return cls(rules, token_delay_s=float(data.get("token_delay_s", 0.0)), **kw)
 
     def _pick(self, prompt: str) -> str:
-        if not self._replies:
-            raise RuntimeError("the scripted engine has no reply left")
-        first = self._replies[0]
-        if isinstance(first, Rule):
-            for rule in self._replies:
+        if self._rules:
+            for rule in self._rules:
                 if re.search(rule.when, prompt):
                     return rule.reply
             raise RuntimeError("no scripted rule matches the prompt")
+        if not self._replies:
+            raise RuntimeError("the scripted engine has no reply left")
         reply = self._replies.pop(0) if len(self._replies) > 1 else self._replies[0]
         return reply(prompt) if callable(reply) else reply
 
@@ -73,7 +74,7 @@ class ScriptedEngine:
         t0 = time.perf_counter()
         pieces = [reply[i:i + self.chars_per_token] for i in range(0, len(reply), self.chars_per_token)]
         out: list[str] = []
-        reason = "stop"
+        reason: StopReason = "stop"
         for n, piece in enumerate(pieces):
             if req.stop_event.is_set():
                 reason = "aborted"
