@@ -10,10 +10,9 @@ from gateway.auth import Tenant
 from gateway.limits import apply_caps
 from gateway.sse import EventStreamResponse, event_frames
 from gateway.state import GatewayState, State
-from toolq import keys
 from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
-from toolq.errors import BadRequest, JobNotFoundError, QueueFull
-from toolq.jobstore import JobNotFound
+from toolq.errors import BadRequest, JobNotFoundError, QueueFull, ToolqError
+from toolq.jobstore import JobNotFound, NotSubmitted, QueueAtLimit
 from toolq.protocol import JobRequest, JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -48,33 +47,27 @@ async def submit_job(
     """Validate a conversation job, check its model and tools against the live workers, enqueue it."""
     store, settings = state.store, state.settings
     key = idempotency_key or request.idempotency_key
-    if key:
-        # A retry of a submit that already went through gets its job back, whatever the queue
-        # or the fleet look like now: that is what makes retrying safe.
-        existing = await store.redis.get(keys.idempotency(tenant, key))
-        if existing:
-            job_id = existing.decode()
-            try:
-                rec = await owned(state, job_id, tenant)
-            except JobNotFoundError:
-                # The job expired before its key: forget the key, so the submit below makes a
-                # new job under it instead of handing back the id of one that is gone.
-                await store.redis.delete(keys.idempotency(tenant, key))
-                rec = None
-            if rec is not None:
-                response.status_code = 200
-                response.headers["Location"] = f"/v1/jobs/{job_id}"
-                return JobAccepted.of_record(job_id, rec, created=False)
-    apply_caps(request, settings)
-    model = (await state.fleet.get()).resolve(request)
-    # Checked before the enqueue, so a burst may overshoot by the number of concurrent submits.
-    depth = await store.redis.zcard(keys.queue(model))
-    if depth >= settings.max_queue_depth:
-        raise QueueFull(f"the queue of model {model!r} is full ({depth} jobs, limit {settings.max_queue_depth}); "
-                        f"retry later", retry_after_s=settings.retry_after_s)
-    job_id, created = await store.submit(request, model=model, tenant=tenant, idempotency_key=key)
+    # A retry of a submit that already went through gets its job back, whatever the caps, the
+    # fleet or the queue say now: that is what makes retrying safe. The submit script decides
+    # (it owns idempotency), so a refusal from the checks here waits until it has looked.
+    refusal: Optional[ToolqError] = None
+    model: Optional[str] = None
+    try:
+        apply_caps(request, settings)
+        model = (await state.fleet.get()).resolve(request)
+    except ToolqError as e:
+        refusal = e
+    try:
+        job_id, created = await store.submit(request, model=model, tenant=tenant, idempotency_key=key,
+                                             max_queue_depth=settings.max_queue_depth)
+    except QueueAtLimit as e:
+        raise QueueFull(f"the queue of model {model!r} is full ({e.depth} jobs, limit {e.limit}); retry later",
+                        retry_after_s=settings.retry_after_s) from None
+    except NotSubmitted:
+        assert refusal is not None
+        raise refusal from None
     response.headers["Location"] = f"/v1/jobs/{job_id}"
-    if not created:  # a concurrent submit with the same key won the race
+    if not created:  # the job the key already names
         response.status_code = 200
         return JobAccepted.of_record(job_id, await owned(state, job_id, tenant), created=False)
     return JobAccepted(job_id=job_id, status=JobStatus.queued, model=model, created=True, links=Links.of(job_id))

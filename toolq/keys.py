@@ -20,7 +20,7 @@ def log(job_id: str) -> str:
     return f"{PREFIX}:log:{{{job_id}}}"
 
 
-JOB_PREFIX = f"{PREFIX}:job:"  # the reaper's Lua script builds job keys from it
+JOB_PREFIX = f"{PREFIX}:job:"  # the submit and claim scripts build job keys from it
 
 
 def job(job_id: str) -> str:
@@ -34,7 +34,7 @@ def cancel(job_id: str) -> str:
 
 
 def queue(model: str) -> str:
-    """The arq queue of one model (a sorted set that arq owns)."""
+    """The arq queue of one model (a sorted set that arq owns: toolq/arq_link.py)."""
     return f"{PREFIX}:queue:{model}"
 
 
@@ -59,6 +59,6 @@ def worker(worker_id: str) -> str:
     return f"{PREFIX}:worker:{worker_id}"
 
 
-def arq_job_id(job_id: str, attempt: int) -> str:
-    """arq's id for one attempt of a job: a resumed attempt is a new arq job."""
-    return f"{job_id}:{attempt}"
+def health(worker_id: str) -> str:
+    """arq's health check of one worker, refreshed every few seconds while it runs."""
+    return f"{PREFIX}:health:{worker_id}"

@@ -238,8 +238,3 @@ class JobResult(_Model):
     timings: Timings = Field(default_factory=Timings)
     error: Optional[ErrorInfo] = None
     attempt: int = 1
-
-
-def dumps(model: BaseModel) -> str:
-    """Compact JSON for Redis and the wire (None fields kept: the shape is the contract)."""
-    return model.model_dump_json()

@@ -1,8 +1,9 @@
-"""Reading the worker registry: which models and tools the live workers serve right now.
+"""The worker registry: which models and tools the live workers serve right now.
 
-Workers write it (toolq.keys: set ``toolq:workers``, one expiring hash per worker); the gateway and
-the SDK's Redis mode read it here to resolve a job's model and check its tools before enqueueing,
-so a job for a model nobody serves is refused at once instead of waiting in a queue forever.
+Each worker keeps its entry fresh with ``register`` (toolq.keys: set ``toolq:workers``, one
+expiring hash per worker); the gateway and the SDK's Redis mode read it with ``read_fleet`` to
+resolve a job's model and check its tools before enqueueing, so a job for a model nobody serves is
+refused at once instead of waiting in a queue forever. ``WorkerInfo`` is the hash's one codec.
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ class WorkerInfo:
     @property
     def tool_names(self) -> frozenset[str]:
         return frozenset(t["function"]["name"] for t in self.tools)
+
+    def to_hash(self) -> dict[str, Any]:
+        """The registry hash of this worker (what ``from_hash`` reads back)."""
+        return {"id": self.id, "model": self.model, "gpu": "" if self.gpu is None else self.gpu,
+                "tools": json.dumps(list(self.tools)), "heartbeat_ms": self.heartbeat_ms, "busy": self.busy,
+                "jobs_done": self.jobs_done, "max_jobs": self.max_jobs, "host": self.host, "pid": self.pid}
 
     @classmethod
     def from_hash(cls, h: dict[bytes, bytes]) -> Optional["WorkerInfo"]:
@@ -120,6 +127,21 @@ class Fleet:
         if request.tool_choice == "required" and not served:
             raise UnknownTool(f"tool_choice 'required' but model {model!r} serves no tools", field="tool_choice")
         return model
+
+
+async def register(redis: Any, info: WorkerInfo, ttl_ms: int) -> None:
+    """Write or refresh a worker's entry; it expires unless refreshed within ``ttl_ms``."""
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.hset(keys.worker(info.id), mapping=info.to_hash())
+        pipe.pexpire(keys.worker(info.id), ttl_ms)
+        pipe.sadd(keys.WORKERS, info.id)
+        await pipe.execute()
+
+
+async def deregister(redis: Any, worker_id: str) -> None:
+    """Remove a worker's entry (a worker stopping cleanly)."""
+    await redis.srem(keys.WORKERS, worker_id)
+    await redis.delete(keys.worker(worker_id))
 
 
 async def read_fleet(redis: Any, *, prune: bool = True) -> Fleet:

@@ -52,11 +52,6 @@ class Aborted(Exception):
     """The engine stopped because the job's stop flag was set (cancel, timeout, shutdown)."""
 
 
-class ContextFull(Exception):
-    def __init__(self, message: str):
-        super().__init__(message)
-
-
 @dataclass
 class LoopState:
     """Everything needed to continue a job: also what the checkpoint holds."""

@@ -8,6 +8,7 @@ import pytest
 
 from toolq import keys
 from toolq.jobstore import JobEnded, JobNotFound, JobStore
+from toolq.leases import Leases
 from toolq.protocol import EventType, JobRequest, JobResult, JobStatus, Message
 
 
@@ -61,15 +62,16 @@ async def test_seq_is_contiguous_and_exactly_one_terminal(store):
 async def test_attempt_fencing_refuses_a_superseded_worker(store):
     job_id, _ = await store.submit(_request(), model="m")
     await store.emit(job_id, EventType.started, attempt=1, status=JobStatus.running, lease_ms=-10_000)
-    claimed = await store.claim_expired("m", grace_ms=5000)
+    leases = Leases(store.redis)
+    claimed = await leases.claim_expired("m", grace_ms=5000)
     assert claimed == [(job_id, 2)]
     with pytest.raises(JobEnded, match="newer attempt"):
         await store.emit(job_id, EventType.tool_call, {"name": "x"}, attempt=1)
     assert await store.emit(job_id, EventType.started, {"attempt": 2}, attempt=2) == 3
-    assert not await store.renew_lease(job_id, 1, 1000)
-    assert await store.renew_lease(job_id, 2, 1000)
+    assert not await leases.renew(job_id, 1, 1000)
+    assert await leases.renew(job_id, 2, 1000)
     # an unexpired lease is not claimed again
-    assert await store.claim_expired("m", grace_ms=5000) == []
+    assert await leases.claim_expired("m", grace_ms=5000) == []
 
 
 async def test_follow_replays_then_follows_live_without_duplicates(store):

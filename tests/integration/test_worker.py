@@ -13,8 +13,9 @@ import pytest
 import redis as sync_redis
 
 from tests.support.workers import WorkerProcess, write_rules
-from toolq import keys
+from toolq import arq_link, keys
 from toolq.jobstore import JobStore
+from toolq.leases import Leases
 from toolq.protocol import EventType, JobRequest, JobStatus, Message
 from worker.app import create_worker
 from worker.scripted import Rule, ScriptedEngine
@@ -145,9 +146,9 @@ async def test_a_live_worker_that_lost_its_lease_stands_down_and_the_job_resumes
             if ev.type == EventType.started:
                 break
         await store.redis.zadd(keys.LEASES, {job_id: 1})
-        [(claimed, attempt)] = await store.claim_expired("scripted", grace_ms=5000)
+        [(claimed, attempt)] = await Leases(store.redis).claim_expired("scripted", grace_ms=5000)
         assert (claimed, attempt) == (job_id, 2)
-        await store.enqueue_attempt(job_id, "scripted", attempt)
+        await arq_link.enqueue_attempt(store.redis, job_id, "scripted", attempt)
         evs = await events_of(store, job_id)
     assert [(e.type, e.data.get("attempt")) for e in evs if e.type == EventType.started] == \
         [(EventType.started, 1), (EventType.started, 2)]

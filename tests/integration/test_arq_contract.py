@@ -1,0 +1,127 @@
+"""What toolq/arq_link.py relies on in arq, checked against the installed arq over a real Redis.
+
+If an arq release changes the job's stored format, the queue's sorted set or the poll hook that
+toolq's worker overrides, these tests fail before a deployment does. The last test is the promise
+to services that already use arq: a job enqueued by a plain arq client runs on a toolq worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import msgpack
+import pytest
+from arq import create_pool
+from arq.connections import RedisSettings
+from arq.constants import expires_extra_ms, job_key_prefix
+from arq.jobs import Job, deserialize_job
+from arq.jobs import JobStatus as ArqJobStatus
+from arq.worker import Worker, func
+
+from tests.support.workers import WorkerProcess, write_rules
+from toolq import arq_link, keys
+from toolq.jobstore import JobStore
+from toolq.protocol import EventType, JobRequest, Message
+
+
+def req(text: str = "hi", **kw) -> JobRequest:
+    return JobRequest(messages=[Message(role="user", content=text)], tool_choice="none", **kw)
+
+
+@pytest.fixture
+async def store(redis_url):
+    s = JobStore.from_url(redis_url)
+    yield s
+    await s.close()
+
+
+async def test_submit_writes_the_job_that_arq_enqueue_job_writes(store):
+    job_id, _ = await store.submit(req(), model="m")
+    ours_id = arq_link.arq_job_id(job_id, 1)
+    # the same job, enqueued by arq itself into a queue of its own
+    assert await store.redis.enqueue_job(arq_link.RUN_JOB, job_id, 1, _job_id="twin", _queue_name="twin-queue")
+
+    ours, theirs = [await store.redis.get(job_key_prefix + i) for i in (ours_id, "twin")]
+    a, b = arq_link.unpack(ours), arq_link.unpack(theirs)
+    assert set(a) == set(b) == {"t", "f", "a", "k", "et"}
+    assert {**a, "et": 0} == {**b, "et": 0}
+    for raw in (ours, theirs):  # arq's own reader takes both
+        d = deserialize_job(raw, deserializer=arq_link.unpack)
+        assert (d.function, list(d.args), d.kwargs, d.job_try) == ("run_job", [job_id, 1], {}, None)
+    for key in (ours_id, "twin"):
+        assert expires_extra_ms - 60_000 < await store.redis.pttl(job_key_prefix + key) <= expires_extra_ms
+
+    # the queue: a sorted set of arq ids scored by the ms from which the job may run
+    for queue, member, payload in ((keys.queue("m"), ours_id, a), ("twin-queue", "twin", b)):
+        assert await store.redis.type(queue) == b"zset"
+        assert await store.redis.zscore(queue, member) == payload["et"]
+    job = Job(ours_id, store.redis, _queue_name=keys.queue("m"), _deserializer=arq_link.unpack)
+    assert await job.status() == ArqJobStatus.queued
+    # arq sees toolq's job as the job of that id: enqueueing it again does nothing
+    assert await store.redis.enqueue_job(arq_link.RUN_JOB, job_id, 1, _job_id=ours_id,
+                                         _queue_name=keys.queue("m")) is None
+
+
+async def test_arqs_own_worker_runs_a_job_toolq_submitted(store, redis_url):
+    job_id, _ = await store.submit(req(), model="m")
+    seen: list[tuple[str, int]] = []
+
+    async def run_job(ctx, job_id: str, attempt: int) -> str:
+        seen.append((job_id, attempt))
+        return "ok"
+
+    worker = Worker(functions=[func(run_job, name=arq_link.RUN_JOB)], queue_name=keys.queue("m"),
+                    redis_pool=arq_link.connect(redis_url), burst=True, keep_result=0, handle_signals=False,
+                    job_serializer=arq_link.pack, job_deserializer=arq_link.unpack)
+    try:
+        await asyncio.wait_for(worker.async_run(), 10)
+    finally:
+        await worker.close()
+    assert seen == [(job_id, 1)]
+
+
+def test_the_poll_hook_toolq_overrides_is_arqs():
+    hook = Worker._poll_iteration
+    assert inspect.iscoroutinefunction(hook) and list(inspect.signature(hook).parameters) == ["self"]
+    assert "await self._poll_iteration()" in inspect.getsource(Worker.main)  # arq's loop calls it every poll
+    assert arq_link.WakeableWorker._poll_iteration is not hook
+
+    async def noop() -> None: ...
+
+    async def run(job_id: str, attempt: int) -> str:
+        return "ok"
+
+    # every argument make_worker passes is still one of Worker's, and what the hook reads is there
+    worker = arq_link.make_worker(model="m", worker_id="w1", redis_url="redis://127.0.0.1:1/0", run=run,
+                                  on_startup=lambda redis: noop(), on_shutdown=noop, max_jobs=2, job_timeout_s=60,
+                                  poll_delay_s=0.5, wake=True, shutdown_grace_s=1, handle_signals=False)
+    assert isinstance(worker, Worker) and isinstance(Worker.pool, property)
+    for attr in ("poll_delay_s", "allow_pick_jobs", "job_counter", "max_jobs", "tasks", "ctx"):
+        assert hasattr(worker, attr), attr
+    assert (worker.queue_name, worker.health_check_key, worker.max_jobs) == (keys.queue("m"), keys.health("w1"), 2)
+    assert worker.wake_key == keys.wake("m")
+
+
+async def test_a_job_enqueued_by_a_plain_arq_client_runs(store, redis_url):
+    # A toolq job record whose only queue entry comes from another service's arq client.
+    job_id, _ = await store.submit(req("from arq"), model="scripted")
+    ours = arq_link.arq_job_id(job_id, 1)
+    await store.redis.zrem(keys.queue("scripted"), ours)
+    await store.redis.delete(job_key_prefix + ours)
+
+    worker = WorkerProcess(redis_url, script=write_rules([("from arq", "ran via arq")])).wait_ready()
+    client = await create_pool(RedisSettings.from_dsn(redis_url), job_serializer=msgpack.packb,
+                               default_queue_name=keys.queue("scripted"))
+    try:
+        assert await client.enqueue_job("run_job", job_id, 1)  # toolq's function, (job id, attempt)
+
+        async def events():
+            return [e async for e in store.follow(job_id)]
+
+        evs = await asyncio.wait_for(events(), 20)
+        assert evs[-1].type == EventType.final and evs[-1].data["content"] == "ran via arq", worker.output()
+        assert await store.redis.get(keys.health(worker.worker_id))  # arq's own health check
+    finally:
+        await client.aclose()
+        worker.stop()

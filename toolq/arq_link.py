@@ -1,0 +1,205 @@
+"""toolq's queue is arq's: every line that knows how arq works inside is in this module.
+
+What toolq relies on, pinned by tests/integration/test_arq_contract.py:
+
+- A queued arq job is two things: the string key ``arq:job:<arq id>`` holding ``serialize_job``'s
+  payload and expiring after ``expires_extra_ms``, and the member ``<arq id>`` of the queue's
+  sorted set, scored by the unix ms from which it may run. Enqueueing does nothing while
+  ``arq:job:<arq id>`` or ``arq:result:<arq id>`` exists.
+- The payload is ``serialize_job``'s dict, serialized with msgpack through arq's
+  ``job_serializer`` / ``job_deserializer`` hooks: never pickle, so a worker never unpickles bytes
+  that someone put in Redis. The job's arguments are ``(job id, attempt)``, a string and an int.
+- ``Worker._poll_iteration()`` is the step arq's main loop runs every ``poll_delay``.
+
+arq's public API does the work where it can: ``ArqRedis`` is the client, ``enqueue_job`` enqueues a
+resumed attempt, ``Worker``'s ``on_startup`` / ``on_shutdown`` hooks start and stop the worker's
+own parts, and arq's health check writes ``keys.health(worker_id)``. Where it cannot:
+
+- Submitting writes the job record, its ``queued`` event, the arq job and a wake token in one
+  Lua script (toolq/lua/submit.lua), so a job is never queued without its record nor recorded
+  without being queued, and an idempotent retry never makes a second job. ``enqueue_job`` is a
+  WATCH/MULTI transaction of its own and cannot run inside a script, so toolq/lua/arq_enqueue.lua
+  writes the same two keys, with the values built here by arq's own ``serialize_job``.
+- arq offers no way to wake its poll loop, which sleeps ``poll_delay`` (0.5 s by default) between
+  looks at the queue: ``WakeableWorker`` overrides the private ``_poll_iteration`` to block on the
+  model's wake list instead, which every enqueue pushes to.
+- arq's results, retries and timeouts are set aside: a job's result is typed and lives in its
+  record; a lost worker's job is taken over through leases (toolq/leases.py) within seconds, where
+  arq would retry it after ``job_timeout`` + 10 s; the job's own deadline stops it between tokens,
+  arq's timeout is only a backstop.
+- redis-py: arq 0.28 requires ``redis<6`` in its own metadata, so toolq cannot lift its pin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable, Optional, cast
+
+import msgpack  # type: ignore[import-untyped]  # msgpack ships no type hints
+import structlog
+from arq.connections import ArqRedis
+from arq.constants import expires_extra_ms, job_key_prefix, result_key_prefix
+from arq.jobs import serialize_job
+from arq.worker import Worker, func
+from redis.asyncio import ConnectionPool
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from toolq import keys
+
+log = structlog.get_logger("toolq.worker")
+
+RUN_JOB = "run_job"  # the arq function a worker registers; its arguments are (job id, attempt)
+WAKE_BACKLOG = 64  # wake tokens a wake list keeps: more than enough to wake every idle worker
+
+
+def pack(obj: Any) -> bytes:
+    """arq's job_serializer for toolq: msgpack, never pickle."""
+    return cast(bytes, msgpack.packb(obj, use_bin_type=True, default=str))  # packb always returns bytes
+
+
+def unpack(data: bytes) -> Any:
+    """arq's job_deserializer for toolq."""
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+def connect(url: str, **kwargs: Any) -> ArqRedis:
+    """An arq-capable Redis client with toolq's serializer that retries through short outages
+    (a Redis restart)."""
+    pool = ConnectionPool.from_url(
+        url,
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=8),
+        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+        health_check_interval=15,
+        **kwargs,
+    )
+    return ArqRedis(pool, job_serializer=pack, job_deserializer=unpack)
+
+
+def arq_job_id(job_id: str, attempt: int) -> str:
+    """arq's id for one attempt of a job: a resumed attempt is a new arq job."""
+    return f"{job_id}:{attempt}"
+
+
+def arq_job(job_id: str, model: str, attempt: int, now_ms: int) -> dict[str, Any]:
+    """What toolq/lua/arq_enqueue.lua writes for one attempt, by the names submit.lua takes."""
+    arq_id = arq_job_id(job_id, attempt)
+    return {
+        "arq_job": job_key_prefix + arq_id,
+        "arq_result": result_key_prefix + arq_id,
+        "queue": keys.queue(model),
+        "arq_id": arq_id,
+        "payload": serialize_job(RUN_JOB, (job_id, attempt), {}, None, now_ms, serializer=pack),
+        "expires_ms": expires_extra_ms,
+        "score": now_ms,  # runnable from now on
+    }
+
+
+async def wake(redis: Any, model: str, token: str) -> None:
+    """Wake an idle worker of the model (submit.lua does the same inside its script)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.lpush(keys.wake(model), token)
+        pipe.ltrim(keys.wake(model), 0, WAKE_BACKLOG - 1)
+        await pipe.execute()
+
+
+async def enqueue_attempt(redis: ArqRedis, job_id: str, model: str, attempt: int) -> None:
+    """Queue one attempt of an existing job, unless it is queued already, and wake a worker."""
+    await redis.enqueue_job(RUN_JOB, job_id, attempt, _job_id=arq_job_id(job_id, attempt),
+                            _queue_name=keys.queue(model))
+    await wake(redis, model, job_id)
+
+
+# ---------------------------------------------------------------------- the worker
+
+JobHandler = Callable[[str, int], Awaitable[str]]
+
+
+class WakeableWorker(Worker):
+    """arq's Worker, woken by enqueuers instead of sleeping a poll, and riding out Redis outages.
+
+    ``wake_key`` None polls as plain arq does (the benchmarks compare the two).
+    """
+
+    def __init__(self, *args: Any, wake_key: Optional[str] = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.wake_key = wake_key
+
+    async def _poll_iteration(self) -> None:
+        # arq's poll() sleeps whatever is left of poll_delay after each iteration, so a wake
+        # must be served inside the iteration: keep picking and waiting until the step is used up.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.poll_delay_s
+        while True:
+            try:
+                await super()._poll_iteration()
+            except (RedisError, OSError) as e:
+                log.warning("queue poll failed; retrying", error=str(e))
+                await asyncio.sleep(min(1.0, self.poll_delay_s))
+                return
+            left = deadline - loop.time()
+            if left <= 0 or not self.allow_pick_jobs or self.wake_key is None:
+                return  # plain arq: its poll() sleeps the rest of poll_delay
+            await self._wait_for_work(left)
+
+    async def _wait_for_work(self, timeout: float) -> None:
+        """Block until a job may be waiting: a wake token when idle, a finished job when busy."""
+        if self.job_counter < self.max_jobs:
+            try:
+                await self.pool.blpop([self.wake_key], timeout=timeout)
+            except (RedisError, OSError):
+                await asyncio.sleep(timeout)
+        else:
+            busy = [t for t in self.tasks.values() if not t.done()]
+            if busy:
+                await asyncio.wait(busy, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await asyncio.sleep(min(timeout, 0.01))
+
+
+def make_worker(*, model: str, worker_id: str, redis_url: str, run: JobHandler,
+                on_startup: Callable[[ArqRedis], Awaitable[None]], on_shutdown: Callable[[], Awaitable[None]],
+                max_jobs: int, job_timeout_s: float, poll_delay_s: float, wake: bool, shutdown_grace_s: float,
+                handle_signals: bool = True) -> WakeableWorker:
+    """An arq worker for the model's queue that runs ``run(job id, attempt)`` for each job.
+
+    ``on_startup`` gets the worker's Redis client once arq has connected; ``on_shutdown`` runs when
+    arq closes. ``worker.ctx["worker_id"]`` is the id.
+    """
+    pool = connect(redis_url)
+    pool.default_queue_name = keys.queue(model)
+
+    async def run_job(ctx: dict[str, Any], job_id: str, attempt: int) -> str:
+        return await run(job_id, attempt)
+
+    async def startup(ctx: dict[str, Any]) -> None:
+        await on_startup(ctx["redis"])
+
+    async def shutdown(ctx: dict[str, Any]) -> None:
+        await on_shutdown()
+
+    worker = WakeableWorker(
+        functions=[func(run_job, name=RUN_JOB)],
+        queue_name=keys.queue(model),
+        redis_pool=pool,
+        on_startup=startup,
+        on_shutdown=shutdown,
+        max_jobs=max_jobs,
+        job_timeout=job_timeout_s,
+        keep_result=0,  # results live in the job record, typed; arq's would be pickled-shaped
+        max_tries=1000,  # attempts are toolq's (leases); an arq retry of a stale attempt is a no-op
+        poll_delay=poll_delay_s,
+        health_check_interval=5,
+        health_check_key=keys.health(worker_id),
+        handle_signals=handle_signals,
+        job_completion_wait=shutdown_grace_s,
+        job_serializer=pack,
+        job_deserializer=unpack,
+        log_results=False,
+        wake_key=keys.wake(model) if wake else None,
+    )
+    worker.ctx["worker_id"] = worker_id
+    return worker

@@ -1,0 +1,11 @@
+-- Shared by submit.lua (`-- include: arq_enqueue.lua`): put one arq job on a queue the way
+-- arq's ArqRedis.enqueue_job stores it. toolq/arq_link.py builds every value (key names, the
+-- payload from arq's own serialize_job, the expiry and the score) and explains why this is not
+-- enqueue_job itself; tests/integration/test_arq_contract.py checks that arq reads it back.
+-- Like enqueue_job, it does nothing while a job or a result of that id exists.
+local function arq_enqueue(job_key, result_key, queue_key, arq_id, payload, expires_ms, score)
+  if redis.call('EXISTS', job_key, result_key) == 0 then
+    redis.call('PSETEX', job_key, expires_ms, payload)
+    redis.call('ZADD', queue_key, score, arq_id)
+  end
+end

@@ -1,0 +1,17 @@
+-- Extend a running job's lease, but only while this attempt still owns the job and it has not
+-- ended.
+--
+-- include: now.lua
+--
+-- KEYS[1] leases    sorted set: running job id -> lease deadline (ms, Redis's clock)
+-- KEYS[2] job       the job record (hash)
+-- ARGV[1] job_id    the job's id (its member in leases)
+-- ARGV[2] attempt   the renewing worker's attempt
+-- ARGV[3] lease_ms  the new lease, from now
+--
+-- Returns 1 renewed, 0 the attempt no longer owns the job.
+
+local h = redis.call('HMGET', job, 'attempt', 'terminal')
+if h[1] ~= attempt or h[2] == '1' then return 0 end
+redis.call('ZADD', leases, redis_now_ms() + tonumber(lease_ms), job_id)
+return 1

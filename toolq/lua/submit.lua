@@ -1,0 +1,61 @@
+-- A whole submission in one step: idempotency, the queue-depth limit, the job record, its
+-- `queued` event (seq 1), the arq job and a wake token for an idle worker. This script is the
+-- only place that reads or writes idempotency keys.
+--
+-- A key that names a job which still exists hands that job back before anything else is looked
+-- at: retrying a submit that went through is always safe. A key whose job has expired is taken
+-- over by the new job.
+--
+-- include: arq_enqueue.lua
+--
+-- KEYS[1] job                the new job's record (hash)
+-- KEYS[2] log                the new job's event stream
+-- KEYS[3] job_channel        pub/sub channel of the new job's events
+-- KEYS[4] all_channel        pub/sub channel of every job's events
+-- KEYS[5] idempotency        the tenant's idempotency key (unused when idempotency_ttl_s is '')
+-- KEYS[6] arq_job            the arq job key
+-- KEYS[7] arq_result         the arq result key
+-- KEYS[8] queue              the model's queue (arq's sorted set)
+-- KEYS[9] wake               the model's wake list
+-- ARGV[1] job_id             the new job's id
+-- ARGV[2] request            the request JSON
+-- ARGV[3] model              the model; '' only hands back the job the key names
+-- ARGV[4] tenant             the caller's tenant
+-- ARGV[5] created_ms         the submit time
+-- ARGV[6] head               the queued event's JSON up to its seq
+-- ARGV[7] tail               the queued event's JSON after its seq
+-- ARGV[8] maxlen             the stream's approximate cap
+-- ARGV[9] idempotency_ttl_s  how long the key lives; '' when the submit has no key
+-- ARGV[10] max_depth         refuse when the queue holds this many jobs; '' no limit
+-- ARGV[11] job_prefix        toolq.keys.JOB_PREFIX: a job's key is job_prefix .. '{' .. id .. '}'
+-- ARGV[12] arq_id            the arq job's id (its member in the queue)
+-- ARGV[13] payload           the arq job's payload
+-- ARGV[14] expires_ms        the arq job key's lifetime
+-- ARGV[15] score             the arq job's score in the queue
+-- ARGV[16] wake_backlog      how many wake tokens the wake list keeps
+--
+-- Returns {1, job id} created, {0, job id} the job the key already names, {-1, depth} the queue
+-- is at max_depth, {-2, ''} no model was given and the key names no job.
+
+if idempotency_ttl_s ~= '' then
+  local existing = redis.call('GET', idempotency)
+  if existing and redis.call('EXISTS', job_prefix .. '{' .. existing .. '}') == 1 then
+    return {0, existing}
+  end
+end
+if model == '' then return {-2, ''} end
+if max_depth ~= '' then
+  local depth = redis.call('ZCARD', queue)
+  if depth >= tonumber(max_depth) then return {-1, depth} end
+end
+if idempotency_ttl_s ~= '' then redis.call('SET', idempotency, job_id, 'EX', idempotency_ttl_s) end
+redis.call('HSET', job, 'request', request, 'model', model, 'tenant', tenant, 'status', 'queued',
+           'attempt', 1, 'seq', 1, 'created_ms', created_ms)
+local ev = head .. '1' .. tail
+redis.call('XADD', log, 'MAXLEN', '~', maxlen, '1-0', 'e', ev)
+redis.call('PUBLISH', job_channel, ev)
+redis.call('PUBLISH', all_channel, ev)
+arq_enqueue(arq_job, arq_result, queue, arq_id, payload, expires_ms, score)
+redis.call('LPUSH', wake, job_id)
+redis.call('LTRIM', wake, 0, tonumber(wake_backlog) - 1)
+return {1, job_id}

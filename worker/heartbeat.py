@@ -1,0 +1,67 @@
+"""The heartbeat: keep this worker's registry entry and its jobs' leases fresh, stand a job down
+when another attempt took it over, and resume the jobs of workers that died."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from contextlib import suppress
+
+import structlog
+from redis.exceptions import RedisError
+
+from toolq import arq_link, registry
+from toolq.protocol import now_ms
+from toolq.registry import WorkerInfo
+from worker.state import WorkerState
+
+log = structlog.get_logger("toolq.worker")
+
+PRUNE_EVERY = 20  # beats between sweeps of the registry for workers that died without saying goodbye
+
+
+async def heartbeat(state: WorkerState) -> None:
+    """Beat every ``heartbeat_ms`` until cancelled; a failed beat is logged and retried."""
+    s = state.settings
+    every = s.heartbeat_ms / 1000
+    ttl_ms = max(3 * s.heartbeat_ms, 3000)
+    tools = tuple(state.registry.specs())
+    limit = max(2 * s.lease_ms / 1000, 2.0)
+    while True:
+        try:
+            # a beat that hangs on a Redis call would stop every renewal and claim after it
+            await asyncio.wait_for(beat(state, tools, ttl_ms), limit)
+        except asyncio.TimeoutError:
+            log.warning("heartbeat timed out; retrying", limit_s=limit)
+        except RedisError as e:
+            log.warning("heartbeat failed", error=str(e))
+        except Exception as e:  # never let the heartbeat die quietly
+            log.error("heartbeat error", error=repr(e))
+        await asyncio.sleep(every)
+
+
+async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None:
+    s, redis = state.settings, state.store.redis
+    await registry.register(redis, WorkerInfo(
+        id=state.worker_id, model=state.model, tools=tools, gpu=s.gpu, heartbeat_ms=now_ms(),
+        busy=len(state.running), jobs_done=state.jobs_done, max_jobs=s.max_jobs, host=socket.gethostname(),
+        pid=os.getpid()), ttl_ms)
+    for running in list(state.running.values()):
+        if running.task.done():
+            continue
+        if not await state.leases.renew(running.job_id, running.attempt, s.lease_ms):
+            # another worker took the job over (our lease ran out): stop without publishing
+            running.interrupt("superseded")
+    state.beats += 1
+    if state.beats % PRUNE_EVERY == 1:
+        await registry.read_fleet(redis, prune=True)  # reading drops members whose hash expired
+    for job_id, attempt in await state.leases.claim_expired(state.model, grace_ms=s.lease_ms * 3):
+        log.warning("resuming job of a lost worker", job_id=job_id, attempt=attempt)
+        await arq_link.enqueue_attempt(redis, job_id, state.model, attempt)
+
+
+async def deregister(state: WorkerState) -> None:
+    """Leave the registry on a clean stop (best effort: an entry left behind expires anyway)."""
+    with suppress(RedisError):
+        await registry.deregister(state.store.redis, state.worker_id)

@@ -1,0 +1,155 @@
+"""One attempt of one job: load it, run the conversation loop under its deadline, then publish
+how it ended (final, cancelled or a typed error), or hand it back without publishing anything
+half-done when another attempt took it over or the worker is shutting down."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from contextlib import suppress
+from typing import Any, Optional
+
+import structlog
+from redis.exceptions import RedisError
+
+from toolq.jobstore import JobEnded, JobNotFound
+from toolq.protocol import (
+    ErrorCode,
+    ErrorInfo,
+    EventType,
+    FinishReason,
+    JobRequest,
+    JobResult,
+    JobStatus,
+    Timings,
+    now_ms,
+)
+from worker.cancel import watch_cancel
+from worker.events import EventLog
+from worker.generation import ContextLengthExceeded, EngineError
+from worker.loop import Aborted, LoopState
+from worker.state import RunningJob, WorkerState
+
+log = structlog.get_logger("toolq.worker")
+
+
+async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
+    """Run one attempt of a job. Returns a short word for the queue's log."""
+    store = state.store
+    try:
+        rec = await store.record(job_id)
+    except JobNotFound:
+        return "gone"
+    if rec.get("terminal") == "1" or int(rec.get("attempt", 0)) != attempt:
+        return "stale"  # an older queued copy of a job that moved on
+    request = JobRequest.model_validate_json(rec["request"])
+    checkpoint = json.loads(rec["checkpoint"]) if rec.get("checkpoint") else None
+    events = EventLog(store, job_id, attempt, lease_ms=state.settings.lease_ms)
+    # the queue runs each job in its own task, so this binds the job for everything it runs
+    structlog.contextvars.bind_contextvars(job_id=job_id, attempt=attempt)
+    bound = log
+    try:
+        await events.started(worker_id=state.worker_id, model=state.model, resumed=checkpoint is not None or attempt > 1)
+    except JobEnded:
+        return "ended"
+    started_ms = now_ms()
+    queue_ms = max(0, started_ms - int(rec.get("created_ms", started_ms))) if attempt == 1 else 0
+    loop_state = LoopState.from_checkpoint(checkpoint) if checkpoint else None
+    if request.stream_tokens:
+        events.start_token_stream()
+
+    stop_event = threading.Event()
+    task = asyncio.create_task(state.loop.run(request, events, state=loop_state, stop_event=stop_event))
+    running = RunningJob(job_id, attempt, stop_event, task)
+    state.running[job_id] = running
+    watcher = asyncio.create_task(watch_cancel(store, running))
+    timeout = min(request.timeout_s or state.settings.job_timeout_s, state.settings.job_timeout_cap_s)
+    bound.info("job started", model=state.model, resumed=loop_state is not None, timeout_s=timeout)
+    try:
+        try:
+            outcome = await asyncio.wait_for(asyncio.shield(task), timeout)
+        except asyncio.TimeoutError:
+            await running.stop(running.why_stopped or "timeout")
+            outcome = None
+        except asyncio.CancelledError:
+            # the queue cancels us on shutdown (after its grace period): hand the job back
+            await running.stop(running.why_stopped or "shutdown")
+            outcome = None
+        except Exception:
+            outcome = None  # the loop task's own error, read below
+        result = await _finish(state, request, running, events, outcome, queue_ms, started_ms, bound)
+    finally:
+        watcher.cancel()
+        await events.close()
+        state.running.pop(job_id, None)
+        state.jobs_done += 1
+    return result
+
+
+async def _finish(state: WorkerState, request: JobRequest, running: RunningJob, events: EventLog,
+                  outcome: Any, queue_ms: float, started_ms: int, bound: Any) -> str:
+    job_id, task = running.job_id, running.task
+    why = running.why_stopped
+    total_ms = float(now_ms() - started_ms)
+
+    def timings(ls: Optional[LoopState]) -> Timings:
+        return Timings(queue_ms=queue_ms, generate_ms=round(ls.generate_ms, 3) if ls else 0.0,
+                       tools_ms=round(ls.tools_ms, 3) if ls else 0.0, total_ms=total_ms)
+
+    if why in ("superseded", "shutdown"):
+        if why == "shutdown":
+            # release the lease at once: another worker resumes from the checkpoint
+            with suppress(RedisError):
+                await state.leases.release(job_id)
+        bound.info("job handed back", reason=why)
+        return why
+
+    exc = None
+    if outcome is None and task.done() and not task.cancelled():
+        exc = task.exception()
+        if exc is None:
+            outcome = task.result()
+
+    try:
+        if outcome is not None:
+            ls = outcome.state
+            result = JobResult(job_id=job_id, status=JobStatus.succeeded, content=outcome.content,
+                               messages=ls.messages, iterations=ls.iterations, finish_reason=outcome.finish_reason,
+                               usage=ls.usage, timings=timings(ls), attempt=running.attempt)
+            await events.end(EventType.final, {"content": outcome.content, "finish_reason": outcome.finish_reason,
+                                               "iterations": ls.iterations, "usage": ls.usage.model_dump()}, result)
+            bound.info("job finished", finish_reason=outcome.finish_reason, iterations=ls.iterations)
+            return "final"
+        if why == "cancelled" or isinstance(exc, Aborted) and why == "cancelled":
+            result = JobResult(job_id=job_id, status=JobStatus.cancelled, finish_reason="cancelled",
+                               messages=request.messages, timings=timings(None), attempt=running.attempt)
+            await events.end(EventType.cancelled, {"reason": "cancelled while running"}, result)
+            bound.info("job cancelled")
+            return "cancelled"
+        reason: FinishReason
+        if why == "timeout":
+            code, message, reason = ErrorCode.timeout, "the job ran past its timeout and was stopped", "timeout"
+        else:
+            code, message, reason = _classify(exc)
+        result = JobResult(job_id=job_id, status=JobStatus.failed, finish_reason=reason,
+                           error=ErrorInfo(code=code, message=message), messages=request.messages,
+                           timings=timings(None), attempt=running.attempt)
+        await events.end(EventType.error, {"code": code.value, "message": message}, result)
+        bound.warning("job failed", code=code.value, error=message)
+        return "error"
+    except JobEnded as e:
+        bound.info("job ended elsewhere", reason=e.reason)
+        return "ended"
+
+
+def _classify(exc: Optional[BaseException]) -> tuple[ErrorCode, str, FinishReason]:
+    if exc is None:
+        return ErrorCode.internal, "the job stopped without an outcome", "error"
+    if isinstance(exc, ContextLengthExceeded):
+        return ErrorCode.context_length_exceeded, str(exc), "length"
+    if isinstance(exc, EngineError):
+        return ErrorCode.engine_error, str(exc), "error"
+    if isinstance(exc, KeyError):
+        return ErrorCode.unknown_tool, str(exc.args[0] if exc.args else exc), "error"
+    return ErrorCode.internal, f"{type(exc).__name__}: {exc}", "error"

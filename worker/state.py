@@ -1,0 +1,51 @@
+"""What one worker process holds while it runs: the model, the conversation parts and its jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from typing import Optional
+
+from toolq.jobstore import JobStore
+from toolq.leases import Leases
+from worker.generation import Engine
+from worker.loop import ConversationLoop
+from worker.settings import WorkerSettings
+from worker.tools import ToolRegistry
+
+
+@dataclass
+class RunningJob:
+    job_id: str
+    attempt: int
+    stop_event: threading.Event
+    task: asyncio.Task
+    why_stopped: Optional[str] = None  # cancelled | timeout | superseded | shutdown
+
+    def interrupt(self, why: str) -> None:
+        """Stop the model thread (between tokens) and the loop task, saying why."""
+        self.why_stopped = why
+        self.stop_event.set()
+        self.task.cancel()
+
+    async def stop(self, why: str) -> None:
+        """Interrupt, then wait until the loop task has really stopped."""
+        self.interrupt(why)
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+@dataclass
+class WorkerState:
+    settings: WorkerSettings
+    engine: Engine
+    loop: ConversationLoop
+    store: JobStore
+    leases: Leases
+    registry: ToolRegistry
+    model: str
+    worker_id: str
+    running: dict[str, RunningJob] = field(default_factory=dict)
+    jobs_done: int = 0
+    beats: int = 0
+    background: list[asyncio.Task] = field(default_factory=list)
