@@ -8,7 +8,7 @@ from fastapi import APIRouter, Body, Header, Path, Query, Response
 
 from gateway.auth import Tenant
 from gateway.limits import apply_caps
-from gateway.sse import EventStreamResponse, event_frames
+from gateway.sse import event_stream
 from gateway.state import GatewayState, State
 from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
 from toolq.errors import BadRequest, JobNotFoundError, QueueFull, ToolqError
@@ -104,7 +104,7 @@ async def job_events(
         # Everything, the terminal event included, was delivered: nothing will ever follow. 204 is
         # what tells an EventSource to stop reconnecting (and JobStore.follow would wait forever).
         return Response(status_code=204)
-    return EventStreamResponse(event_frames(state.store, job_id, start, state.settings.keepalive_s))
+    return event_stream(state.store, job_id, start, state.settings.keepalive_s)
 
 
 @router.post("/{job_id}/cancel", response_model=CancelView, responses=_ERRORS)

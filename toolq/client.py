@@ -43,9 +43,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from contextlib import aclosing
-from typing import Any, AsyncIterator, Iterator, Optional, Union
+from typing import Any, AsyncGenerator, AsyncIterator, Iterator, Optional, Union
 
 import httpx
+from httpx_sse import aconnect_sse
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from toolq import errors
@@ -78,36 +79,6 @@ def build_request(request: Union[JobRequest, str, None] = None, **fields: Any) -
     if request is None:
         return JobRequest(**fields)
     raise TypeError(f"submit() takes a JobRequest or a prompt string, not {type(request).__name__}")
-
-
-class SSEDecoder:
-    """Incremental Server-Sent Events parser: feed lines, get (id, event, data) when a frame ends."""
-
-    def __init__(self) -> None:
-        self._id: Optional[str] = None
-        self._event: Optional[str] = None
-        self._data: list[str] = []
-
-    def feed(self, line: str) -> Optional[tuple[Optional[str], Optional[str], str]]:
-        if line == "":
-            if not self._data:
-                self._id = self._event = None
-                return None
-            frame = (self._id, self._event, "\n".join(self._data))
-            self._id, self._event, self._data = None, None, []
-            return frame
-        if line.startswith(":"):
-            return None  # a comment: the server's keep-alive
-        name, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            self._data.append(value)
-        elif name == "id":
-            self._id = value
-        elif name == "event":
-            self._event = value
-        return None
 
 
 class Client:
@@ -214,13 +185,15 @@ class Client:
                 raise errors.Unavailable(f"lost the event stream of job {job_id} after {failures} attempts: {error}")
             await asyncio.sleep(min(0.05 * 2 ** min(failures, 6), 2.0))
 
-    async def _sse(self, job_id: str, last: int) -> AsyncIterator[Event]:
+    async def _sse(self, job_id: str, last: int) -> AsyncGenerator[Event, None]:
         assert self._http is not None
-        headers = {"Accept": "text/event-stream", **self._auth}
+        headers = dict(self._auth)
         if last:
             headers["Last-Event-ID"] = str(last)
         timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_read_timeout)
-        async with self._http.stream("GET", f"/v1/jobs/{job_id}/events", headers=headers, timeout=timeout) as resp:
+        async with aconnect_sse(self._http, "GET", f"/v1/jobs/{job_id}/events", headers=headers,
+                                timeout=timeout) as source:
+            resp = source.response
             if resp.status_code == 204:
                 raise _Ended()  # the job ended and we have had everything
             if resp.status_code >= 500:
@@ -228,13 +201,11 @@ class Client:
             if resp.status_code >= 400:
                 await resp.aread()
                 raise _error(resp)
-            decoder = SSEDecoder()
-            async for line in resp.aiter_lines():
-                frame = decoder.feed(line.rstrip("\r"))
-                if frame is not None:
-                    yield Event.model_validate_json(frame[2])
+            async for message in source.aiter_sse():
+                if message.data:  # a block with only a retry: field carries no event
+                    yield Event.model_validate_json(message.data)
 
-    async def _direct_events(self, job_id: str, last: int) -> AsyncIterator[Event]:
+    async def _direct_events(self, job_id: str, last: int) -> AsyncGenerator[Event, None]:
         from toolq.jobstore import JobNotFound
 
         try:

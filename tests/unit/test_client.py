@@ -1,13 +1,15 @@
-"""The SDK's pure parts: building requests, reading SSE frames, turning error answers into exceptions."""
+"""The SDK's pure parts: building requests, reading SSE frames (over a mock transport), turning error answers
+into exceptions."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from pydantic import ValidationError
 
 from toolq import Client, SyncClient, errors
-from toolq.client import SSEDecoder, build_request
-from toolq.protocol import JobRequest, Message
+from toolq.client import build_request
+from toolq.protocol import Event, EventType, JobRequest, Message
 
 
 def test_package_exports_the_clients():
@@ -31,12 +33,35 @@ def test_build_request_from_a_prompt_a_request_or_fields():
         build_request(42)  # type: ignore[arg-type]
 
 
-def test_sse_decoder_reads_frames_comments_and_multiline_data():
-    d = SSEDecoder()
-    lines = ["retry: 1000", "", ": keep-alive", "", "id: 3", "event: token", "data: {\"a\":", "data: 1}", "",
-             "id:4", "data:x", ""]
-    frames = [f for f in (d.feed(line) for line in lines) if f is not None]
-    assert frames == [("3", "token", '{"a":\n1}'), ("4", None, "x")]
+def sse_event(seq: int, type: str) -> str:
+    return Event(job_id="job_1", seq=seq, type=EventType(type), ts=0).model_dump_json()
+
+
+async def test_events_read_frames_comments_and_multiline_data_and_resume_with_last_event_id():
+    queued = sse_event(1, "queued")
+    head, tail = queued.split(",", 1)
+    # The first connection: a retry-only block, a keep-alive comment, data split over two lines, a field without
+    # its space; then the stream drops before the terminal event. The second replays seq 2 (which must not come
+    # twice) and ends with the final event; a third finds nothing left: 204.
+    bodies = [(f"retry: 1000\n\n: keep-alive\n\nid: 1\nevent: queued\ndata: {head},\ndata: {tail}\n\n"
+               f"id:2\ndata:{sse_event(2, 'started')}\n\n"),
+              (f"id: 2\nevent: started\ndata: {sse_event(2, 'started')}\n\n"
+               f"id: 3\nevent: final\ndata: {sse_event(3, 'final')}\n\n")]
+    asked: list[str | None] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request.headers.get("last-event-id"))
+        if not bodies:
+            return httpx.Response(204)
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, text=bodies.pop(0))
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://gateway") as http:
+        client = Client("http://gateway", http_client=http)
+        events = [e async for e in client.events("job_1")]
+        assert [(e.seq, e.type) for e in events] == [(1, EventType.queued), (2, EventType.started),
+                                                     (3, EventType.final)]
+        assert asked == [None, "2"]
+        assert [e async for e in client.events("job_1", after=3)] == [] and asked[-1] == "3"
 
 
 def test_error_answers_become_typed_exceptions():
