@@ -38,7 +38,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.conftest import RedisServer  # noqa: E402  (the same spawned redis-server the tests use)
+from tests.support.redis_server import RedisServer  # noqa: E402  (the same spawned redis-server the tests use)
 from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
 from toolq import keys  # noqa: E402
 from toolq.jobstore import JobStore  # noqa: E402

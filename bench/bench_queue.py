@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.conftest import RedisServer  # noqa: E402  (a redis-server of the benchmark's own)
+from tests.support.redis_server import RedisServer  # noqa: E402  (a redis-server of the benchmark's own)
 from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
 from toolq import keys  # noqa: E402
 from toolq.jobstore import JobStore  # noqa: E402

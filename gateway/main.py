@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Any, Optional
 
+import redis
 import uvicorn
+from pydantic import ValidationError
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
+from toolq.cli import CommandError, validation_message
 from toolq.logs import configure_logging
 
 
 def run_gateway(host: Optional[str] = None, port: Optional[int] = None, redis_url: Optional[str] = None) -> int:
-    overrides = {k: v for k, v in {"host": host, "port": port, "redis_url": redis_url}.items() if v is not None}
-    settings = GatewaySettings(**overrides)
+    overrides: dict[str, Any] = {k: v for k, v in {"host": host, "port": port, "redis_url": redis_url}.items() if v is not None}
+    try:
+        settings = GatewaySettings(**overrides)
+    except ValidationError as e:  # a flag or a TOOLQ_ variable that cannot work: one line, not a traceback
+        raise CommandError(f"invalid setting: {validation_message(e)}") from None
+    try:
+        redis.Redis.from_url(settings.redis_url).close()  # parses only: a Redis that is down is for /readyz to report
+    except ValueError as e:
+        raise CommandError(f"bad Redis URL {settings.redis_url!r}: {e}") from None
     level = getattr(logging, settings.log_level.upper(), logging.INFO)
     configure_logging(level)
     uvicorn.run(create_app(settings), host=settings.bind_host(), port=settings.port,

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Optional
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from toolq.settings import DEFAULT_REDIS_URL
+
 DEFAULT_PORT = 8000
 OPEN_TENANT = "default"  # the tenant of every caller when no keys are configured
 
@@ -19,7 +21,7 @@ OPEN_TENANT = "default"  # the tenant of every caller when no keys are configure
 class GatewaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
 
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = DEFAULT_REDIS_URL
     host: Optional[str] = None  # default: 0.0.0.0 with keys configured, else 127.0.0.1
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     # NoDecode: pydantic-settings would json-decode a mapping from the environment; we also accept

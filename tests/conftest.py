@@ -9,57 +9,13 @@ tests are isolated from each other and from anything else on the server.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import tempfile
-import time
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 import redis
 
-from toolq.local import free_port, redis_answers
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-
-
-
-
-class RedisServer:
-    """A redis-server we started ourselves: tests may stop and restart it."""
-
-    def __init__(self, port: int | None = None):
-        self.port = port or free_port()
-        self.dir = tempfile.mkdtemp(prefix="toolq-redis-")
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        exe = shutil.which("redis-server")
-        if exe is None:
-            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
-        self.proc = subprocess.Popen(
-            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self.dir, "--databases", "256"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while not redis_answers(self.url, 0.2):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-        self.proc = None
+from tests.support.redis_server import RedisServer
+from toolq.local import redis_answers
 
 
 def _docker_answers() -> bool:

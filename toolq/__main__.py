@@ -1,3 +1,7 @@
-from toolq.cli import main
+"""`python -m toolq`: the `toolq` command."""
+
 import sys
+
+from toolq.cli import main
+
 sys.exit(main())

@@ -1,93 +1,71 @@
-"""`toolq worker | gateway | submit | events | parse | render | demo`.
+"""`toolq submit | events | demo`, and the subcommands the services plug in (`worker`, `parse`,
+`render`, `gateway`).
 
-This module stays light: the worker, gateway and debug commands import their services only when
-run, so `toolq submit` never loads llama.cpp or FastAPI.
+The public package imports no service. The worker and the gateway register their subcommands
+through the `toolq.commands` entry-point group (pyproject.toml): each entry point is a
+`register(subparsers)` that only adds argparse subcommands, and each handler imports its service
+when run. So `toolq submit` never loads llama.cpp or FastAPI, and an install without an extra still
+runs every other command; the missing one says which extra to install.
+
+Bad input is answered with one line on stderr and exit status 2, never a traceback: a handler
+raises `CommandError` with the line to print.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
+import re
 import sys
-from pathlib import Path
-from typing import Optional, Sequence
+from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, version
+from typing import Any, Optional, Sequence
+
+COMMANDS_GROUP = "toolq.commands"
+EXIT_USAGE = 2
 
 
-def _read_tools(path: Optional[str]):
-    """Tool specs from a JSON file (a list of OpenAI function specs), else the demo tools."""
-    if path:
-        data = json.loads(Path(path).read_text())
-        return data["tools"] if isinstance(data, dict) else data
-    from worker.tools import load_tool_modules
-
-    return load_tool_modules(["worker.demo_tools"]).specs()
+class CommandError(Exception):
+    """Input a command cannot work with. `main` prints the message as one line and exits with 2."""
 
 
-# ---------------------------------------------------------------- debug commands
+def validation_message(error: Any) -> str:
+    """A pydantic ValidationError as one line that names each field: ``messages: Input should be ...``."""
+    parts = []
+    for e in error.errors():
+        where = ".".join(str(p) for p in e.get("loc", ()))
+        parts.append(f"{where}: {e['msg']}" if where else str(e["msg"]))
+    return "; ".join(parts) or str(error)
 
 
-def cmd_parse(args: argparse.Namespace) -> int:
-    from worker.formats import get_format
-
-    fmt = get_format(args.format)
-    tools = _read_tools(args.tools)
-    parsed = fmt.parse(sys.stdin.read(), {t["function"]["name"] for t in tools})
-    out = {"content": parsed.content,
-           "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in parsed.tool_calls],
-           "errors": parsed.errors}
-    print(json.dumps(out, ensure_ascii=False, indent=2))
-    return 0
+# ---------------------------------------------------------------- commands of the public package
 
 
-def cmd_render(args: argparse.Namespace) -> int:
-    from toolq.protocol import JobRequest
-    from worker.formats import get_format
-    from worker.templates import ChatTemplate
+def _check_gateway_url(url: Optional[str]) -> None:
+    """A URL that is not http(s)://host fails here, not after the client's reconnect attempts."""
+    import httpx
 
-    raw = json.loads(sys.stdin.read())
-    request = JobRequest.model_validate(raw if "messages" in raw else {"messages": raw})
-    template = ChatTemplate.from_file(args.template, bos_token=args.bos, eos_token=args.eos)
-    prompt = template.render(request.messages, tools=_read_tools(args.tools), fmt=get_format(args.format),
-                             add_generation_prompt=not args.no_generation_prompt, prompt_variant=args.variant)
-    sys.stdout.write(prompt.text)
-    return 0
+    from toolq.client import ClientSettings
 
-
-# ---------------------------------------------------------------- services
-
-
-def cmd_worker(args: argparse.Namespace) -> int:
-    if args.gpu is not None:
-        # must happen before llama_cpp is imported: CUDA reads it once, at initialisation
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)
-    from worker.main import run_worker
-
-    overrides = {k: v for k, v in {
-        "redis_url": args.redis, "model_path": args.model, "model_name": args.name, "gpu": args.gpu,
-        "n_gpu_layers": -1 if args.gpu is not None else None, "n_threads": args.threads,
-        "chat_template": args.template, "tool_format": args.format, "max_jobs": args.max_jobs,
-        "tool_modules": args.tools or None, "metrics_port": args.metrics_port,
-    }.items() if v is not None}
-    return run_worker(overrides, engine=args.engine, script=args.script)
-
-
-def cmd_gateway(args: argparse.Namespace) -> int:
-    from gateway.main import run_gateway
-
-    return run_gateway(host=args.host, port=args.port, redis_url=args.redis)
+    url = url or ClientSettings().url
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as e:
+        raise CommandError(f"bad gateway URL {url!r}: {e}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise CommandError(f"bad gateway URL {url!r}: expected http://host:port or https://host")
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
     from toolq.console import submit_and_follow
 
+    _check_gateway_url(args.url)
     return asyncio.run(submit_and_follow(args))
 
 
 def cmd_events(args: argparse.Namespace) -> int:
     from toolq.console import follow_job
 
+    _check_gateway_url(args.url)
     return asyncio.run(follow_job(args))
 
 
@@ -97,34 +75,76 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
+# ---------------------------------------------------------------- service commands (entry points)
+
+
+def _missing_requirement(ep: EntryPoint) -> Optional[str]:
+    """The first requirement of the extra this entry point is named after that is not installed.
+
+    The entry points are named for their extras (pyproject.toml: `worker`, `gateway`).
+    """
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return None
+    of_extra = re.compile(rf"""extra\s*==\s*["']{re.escape(ep.name)}["']""")
+    for requirement in dist.requires or ():
+        spec, _, marker = requirement.partition(";")
+        project = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
+        if project is None or not of_extra.search(marker):
+            continue
+        try:
+            version(project.group(1))
+        except PackageNotFoundError:
+            return project.group(1)
+    return None
+
+
+def _needs_extra(extra: str, reason: str) -> str:
+    return f"needs the {extra} extra ({reason}): pip install 'toolq[{extra}]'"
+
+
+def _add_unavailable(sub: Any, ep: EntryPoint, error: ImportError) -> None:
+    """A stand-in for a service whose commands cannot even be registered: running it says why."""
+    p = sub.add_parser(ep.name, help=f"(not installed: needs the {ep.name} extra)", add_help=False,
+                       prefix_chars="\0")  # takes any flags, so the answer is the one line below
+    p.add_argument("rest", nargs="*")
+    p.set_defaults(unavailable=_needs_extra(ep.name, str(error)))
+
+
+def _add_service_commands(sub: Any) -> None:
+    seen: set[str] = set()
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        if ep.name in seen:
+            continue
+        seen.add(ep.name)
+        before = set(sub.choices)
+        try:
+            register = ep.load()
+        except ImportError as e:
+            _add_unavailable(sub, ep, e)
+            continue
+        register(sub)
+        for name in set(sub.choices) - before:
+            sub.choices[name].set_defaults(entry_point=ep)
+
+
+def _check_installed(args: argparse.Namespace) -> None:
+    """A service command runs only with its extra installed; otherwise it says which one to install."""
+    if getattr(args, "unavailable", None):
+        raise CommandError(args.unavailable)
+    ep: Optional[EntryPoint] = getattr(args, "entry_point", None)
+    missing = _missing_requirement(ep) if ep is not None else None
+    if ep is not None and missing:
+        raise CommandError(_needs_extra(ep.name, f"{missing} is not installed"))
+
+
 # ---------------------------------------------------------------- parser
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="toolq", description="Tool-calling LLM conversations as queued jobs.")
     sub = p.add_subparsers(dest="command", required=True)
-
-    w = sub.add_parser("worker", help="run a worker that holds one model")
-    w.add_argument("--gpu", type=int, help="pin to this GPU (sets CUDA_VISIBLE_DEVICES, offloads all layers)")
-    w.add_argument("--model", help="GGUF file (default: the bundled SmolLM2)")
-    w.add_argument("--name", help="model name; names the queue (default: the file's stem)")
-    w.add_argument("--redis", help="Redis URL (default TOOLQ_REDIS_URL)")
-    w.add_argument("--threads", type=int, help="CPU threads for llama.cpp")
-    w.add_argument("--template", help="chat template file in chat_templates/, a path, or 'gguf'")
-    w.add_argument("--format", help="tool-call format (default hermes)")
-    w.add_argument("--tools", action="append", help="module whose @tool functions to serve (repeatable)")
-    w.add_argument("--max-jobs", type=int)
-    w.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
-    w.add_argument("--engine", choices=["llama", "scripted"], default="llama",
-                   help="'scripted' replies by rules from --script (tests and benchmarks only)")
-    w.add_argument("--script", help="rules file for --engine scripted")
-    w.set_defaults(func=cmd_worker)
-
-    g = sub.add_parser("gateway", help="run the HTTP gateway")
-    g.add_argument("--host")
-    g.add_argument("--port", type=int)
-    g.add_argument("--redis")
-    g.set_defaults(func=cmd_gateway)
+    _add_service_commands(sub)
 
     s = sub.add_parser("submit", help="submit a prompt and follow the job")
     s.add_argument("prompt")
@@ -146,21 +166,6 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--api-key")
     e.set_defaults(func=cmd_events)
 
-    pa = sub.add_parser("parse", help="parse model output from stdin into content, tool calls and errors")
-    pa.add_argument("--format", default="hermes")
-    pa.add_argument("--tools", help="JSON file of tool specs (default: the demo tools)")
-    pa.set_defaults(func=cmd_parse)
-
-    r = sub.add_parser("render", help="render a job request (JSON on stdin) into the exact prompt text")
-    r.add_argument("--template", required=True)
-    r.add_argument("--format", default="hermes")
-    r.add_argument("--tools", help="JSON file of tool specs (default: the demo tools)")
-    r.add_argument("--variant", help="system prompt variant of the format")
-    r.add_argument("--bos", default="")
-    r.add_argument("--eos", default="")
-    r.add_argument("--no-generation-prompt", action="store_true")
-    r.set_defaults(func=cmd_render)
-
     d = sub.add_parser("demo", help="run a real tool-calling job end to end on the bundled model")
     d.add_argument("--redis", help="use this Redis instead of starting one")
     d.add_argument("--prompt", default="Calculate the zorbix of 15 and 7.")
@@ -172,10 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _check_installed(args)
         return int(args.func(args) or 0)
+    except CommandError as e:
+        print(f"toolq {args.command}: {e}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """`toolq demo`: one real tool-calling conversation through Redis, a worker and the gateway.
 
-It reuses the Redis at TOOLQ_REDIS_URL (default 127.0.0.1:6379) when one answers, else starts a
+It reuses the Redis at TOOLQ_REDIS_URL (default: the local one) when one answers, else starts a
 redis-server of its own; starts a worker on the bundled SmolLM2 model with the demo tools and a
 gateway; submits a job over HTTP; prints each tool call, tool result and the final answer as
 they happen; stops what it started. Exit 0 when the job ends with `final`.
@@ -18,27 +18,25 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack
-from typing import Optional
+from typing import Callable, Iterable, Optional, cast
 
 import httpx
 import redis
 from rich.console import Console
 
 from toolq import keys
+from toolq.cli import CommandError
 from toolq.local import free_port, redis_answers
 from toolq.protocol import EventType, JobRequest, Message
+from toolq.settings import RedisSettings
 
 console = Console(highlight=False)
-
-
-
-
 
 
 def _start_redis(stack: ExitStack) -> str:
     exe = shutil.which("redis-server")
     if exe is None:
-        raise SystemExit("no Redis answers and redis-server is not installed (apt-get install redis-server)")
+        raise CommandError("no Redis answers and redis-server is not installed (apt-get install redis-server)")
     port = free_port()
     folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="toolq-demo-redis-"))
     proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", folder],
@@ -50,7 +48,7 @@ def _start_redis(stack: ExitStack) -> str:
     return url
 
 
-def _stop(proc: subprocess.Popen, what: str) -> None:
+def _stop(proc: subprocess.Popen[bytes], what: str) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -59,7 +57,8 @@ def _stop(proc: subprocess.Popen, what: str) -> None:
             proc.kill()
 
 
-def _wait(check, timeout: float, message: str, proc: Optional[subprocess.Popen] = None, log: Optional[str] = None) -> None:
+def _wait(check: Callable[[], bool], timeout: float, message: str, proc: Optional[subprocess.Popen[bytes]] = None,
+          log: Optional[str] = None) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if proc is not None and proc.poll() is not None:
@@ -70,32 +69,33 @@ def _wait(check, timeout: float, message: str, proc: Optional[subprocess.Popen] 
         time.sleep(0.1)
 
 
-def _spawn(stack: ExitStack, args: list[str], name: str, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+def _spawn(stack: ExitStack, args: list[str], name: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     log = stack.enter_context(tempfile.NamedTemporaryFile(prefix=f"toolq-demo-{name}-", suffix=".log", delete=False))
     proc = subprocess.Popen([sys.executable, "-m", "toolq", *args], stdout=log, stderr=subprocess.STDOUT, env=env)
     stack.callback(_stop, proc, name)
     return proc, log.name
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    from worker.settings import WorkerSettings  # settings only: no llama.cpp in this process
+def _workers(r: redis.Redis) -> set[bytes]:
+    return set(cast(Iterable[bytes], r.smembers(keys.WORKERS)))  # a sync client: a set, not an awaitable
 
-    settings = WorkerSettings()
+
+def run_demo(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
-        url = args.redis or settings.redis_url
+        url = args.redis or RedisSettings().redis_url
         if not args.redis and not redis_answers(url):
             url = _start_redis(stack)
         elif not redis_answers(url):
-            raise SystemExit(f"Redis at {url} does not answer")
+            raise CommandError(f"Redis at {url} does not answer")
         else:
             console.print(f"[dim]using Redis at {url}[/dim]")
         env = {**os.environ, "TOOLQ_REDIS_URL": url}
         r = redis.Redis.from_url(url)
-        before = set(r.smembers(keys.WORKERS))
+        before = _workers(r)
 
         worker, wlog = _spawn(stack, ["worker", "--redis", url], "worker", env)
         console.print("[dim]starting a worker on the bundled SmolLM2 model…[/dim]")
-        _wait(lambda: any(r.exists(keys.worker(w.decode())) for w in set(r.smembers(keys.WORKERS)) - before),
+        _wait(lambda: any(r.exists(keys.worker(w.decode())) for w in _workers(r) - before),
               120, "the worker did not come up", worker, wlog)
 
         port = args.port or free_port()

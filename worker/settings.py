@@ -9,6 +9,7 @@ from typing import Optional
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from toolq.settings import DEFAULT_REDIS_URL
 from worker.templates import TEMPLATES_DIR
 
 
@@ -29,7 +30,7 @@ def bundled_model_path() -> Optional[Path]:
 class WorkerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
 
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = DEFAULT_REDIS_URL
 
     # The model
     model_path: Optional[Path] = None  # default: the bundled SmolLM2 file

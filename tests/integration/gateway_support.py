@@ -57,7 +57,7 @@ class LiveGateway:
 @contextlib.contextmanager
 def private_redis() -> Iterator[str]:
     """A redis-server of its own, for a module's worth of tests sharing one gateway and worker."""
-    from tests.conftest import RedisServer
+    from tests.support.redis_server import RedisServer
 
     server = RedisServer()
     server.start()

@@ -1,0 +1,45 @@
+"""A redis-server of our own on a free port: for tests that stop and restart Redis, and for the
+benchmarks, which import it from here (never from the tests' conftest)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+
+from toolq.local import free_port, redis_answers
+
+
+class RedisServer:
+    """A redis-server we started ourselves: tests may stop and restart it."""
+
+    def __init__(self, port: int | None = None):
+        self.port = port or free_port()
+        self.dir = tempfile.mkdtemp(prefix="toolq-redis-")
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
+        self.proc = subprocess.Popen(
+            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self.dir, "--databases", "256"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while not redis_answers(self.url, 0.2):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.proc = None
