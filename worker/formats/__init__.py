@@ -9,7 +9,7 @@ from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
 
 DEFAULT_FORMAT = "hermes"
 # Modules in this package that are helpers, not styles.
-_NOT_STYLES = {"base", "jsonish", "gbnf"}
+_NOT_STYLES = {"base"}
 
 
 def available_formats() -> list[str]:

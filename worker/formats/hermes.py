@@ -19,8 +19,9 @@ from typing import Any, Optional, Sequence, Union
 from pydantic import ValidationError
 
 from toolq.protocol import FunctionCall, ToolCall
-from worker.formats import gbnf, jsonish
+from worker import jsonish
 from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
+from worker.grammar import GrammarBuilder, literal, rule_name
 
 OPEN = "<tool_call>"
 CLOSE = "</tool_call>"
@@ -380,16 +381,16 @@ class HermesFormat(ToolCallFormat):
     # -- grammar
 
     def _tag(self, tag: str) -> str:
-        return gbnf.literal(tag)
+        return literal(tag)
 
     def _name_literal(self, name: str) -> str:
-        return gbnf.literal(json.dumps(name, ensure_ascii=False))
+        return literal(json.dumps(name, ensure_ascii=False))
 
-    def _call_rules(self, b: gbnf.GrammarBuilder, tools: Sequence[ToolDefinition]) -> str:
+    def _call_rules(self, b: GrammarBuilder, tools: Sequence[ToolDefinition]) -> str:
         """Add the rules for one tagged call of any of the tools; return the rule name."""
         alternatives = []
         for tool in tools:
-            base = gbnf.rule_name(tool_name(tool)) + "-tool-call"
+            base = rule_name(tool_name(tool)) + "-tool-call"
             alternatives.append(b.call_object(base, self._name_literal(tool_name(tool)), tool_params(tool)))
         if not alternatives:
             raise ValueError("a tool-call grammar needs at least one tool")
@@ -398,7 +399,7 @@ class HermesFormat(ToolCallFormat):
         return b.add("tool-call", body)
 
     def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
-        b = gbnf.GrammarBuilder()
+        b = GrammarBuilder()
         call = self._call_rules(b, tools)
         if required:
             b.add("root", f"{call} (ws {call})*")
@@ -409,7 +410,7 @@ class HermesFormat(ToolCallFormat):
         return b.render()
 
     def call_grammar(self, tools: Sequence[ToolDefinition]) -> str:
-        b = gbnf.GrammarBuilder()
+        b = GrammarBuilder()
         b.add("root", self._call_rules(b, tools))
         return b.render()
 

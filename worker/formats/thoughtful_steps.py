@@ -14,9 +14,10 @@ import json
 from typing import Optional, Sequence
 
 from toolq.protocol import ToolCall
-from worker.formats import gbnf, jsonish
+from worker import jsonish
 from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
 from worker.formats.hermes import call_from_value, tool_name, tool_params, tools_block
+from worker.grammar import GrammarBuilder, literal
 
 THOUGHT = "thought_about_next_step_only"
 
@@ -122,11 +123,11 @@ class ThoughtfulStepsFormat(ToolCallFormat):
         return thoughtful_prompt(tools)
 
     def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
-        b = gbnf.GrammarBuilder()
+        b = GrammarBuilder()
         calls = []
         for i, tool in enumerate(tools):
             base = f"next-step-0-tool-calls-item-{i}"
-            name = gbnf.literal(json.dumps(tool_name(tool), ensure_ascii=False))
+            name = literal(json.dumps(tool_name(tool), ensure_ascii=False))
             calls.append(b.call_object(base, name, tool_params(tool)))
         if not calls:
             raise ValueError("a tool-call grammar needs at least one tool")
