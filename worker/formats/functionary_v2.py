@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 from toolq.protocol import ToolCall
 from worker import jsonish
 from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
-from worker.formats.hermes import call_from_value, tool_name, tool_params
+from worker.formats.common import call_from_value, tool_name, tool_params
 from worker.grammar import GrammarBuilder, literal, rule_name
 
 FROM = "<|from|>"
@@ -146,7 +146,7 @@ def parse_functionary(text: str) -> ParsedOutput:
         return ParsedOutput(content=str(text), errors=[f"internal parser error: {type(e).__name__}: {e}"])
 
 
-# ---------------------------------------------------------------- the style
+# ---------------------------------------------------------------- the format
 
 
 class FunctionaryV2Format(ToolCallFormat):
@@ -164,8 +164,8 @@ class FunctionaryV2Format(ToolCallFormat):
             base = rule_name(tool_name(tool))
             args = b.schema(tool_params(tool), base + "-args")
             head = f"{literal(tool_name(tool))} {literal(_CALL_HEAD)}"
-            # Seed 003's grammar puts newlines around the arguments, the chat template none:
-            # allow both.
+            # Functionary's own grammar (SEED_FUNCTIONARY in tests/unit/test_gbnf.py) puts newlines
+            # around the arguments, the chat template none: allow both.
             alternatives.append(b.add(base + "-call", f'{head} "\\n"? {args} "\\n"?'))
         if not alternatives:
             raise ValueError("a tool-call grammar needs at least one tool")

@@ -11,7 +11,7 @@ import re
 from typing import Optional
 
 from worker.formats.base import ParsedOutput
-from worker.formats.hermes import HermesFormat, parse_tagged
+from worker.formats.tagged import TaggedCallFormat, parse_tagged
 from worker.grammar import literal
 
 # An odd run of backslashes before "_": the last one is a markdown escape. An even run is
@@ -36,7 +36,7 @@ def _with_optional_escapes(text: str) -> str:
     return " ".join(pieces) if pieces else '""'
 
 
-class MixtralFormat(HermesFormat):
+class MixtralFormat(TaggedCallFormat):
     name = "mixtral"
     # The shortest text both spellings of the tag start with; the call grammar starts here.
     trigger = "<tool"
