@@ -6,13 +6,14 @@ import json
 
 import pytest
 
+from tests.support.gbnf_match import accepts
+from tests.support.seed import SEED_TOOLS as TOOLS  # the seed 003 fixture
 from toolq.protocol import FunctionCall, ToolCall
 from worker.formats import available_formats, get_format
-from worker.formats.gbnf import accepts, check_grammar
-from worker.formats.hermes import hermes_prompt
 from worker.formats.mixtral import unescape_underscores
+from worker.formats.tagged import hermes_prompt
+from worker.grammar import check_grammar
 
-from tests.support.seed import SEED_TOOLS as TOOLS  # the seed 003 fixture
 NAMES = {"superSecretTool", "say"}
 SEED_ARGS = {"a": 2535, "b": 32222000403}
 SEED_CALL = ToolCall(id="call_531873", function=FunctionCall(name="superSecretTool", arguments=SEED_ARGS))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from worker.formats.gbnf import GrammarBuilder, GrammarError, accepts, check_grammar, literal, rule_name
+from tests.support.gbnf_match import accepts
+from worker.grammar import GrammarBuilder, GrammarError, check_grammar, literal, rule_name
 
 # Grammars copied verbatim from seed 003 (llama.cpp's own schema converter wrote them).
 SEED_HERMES_LONG = r'''content ::= [^<] | "<" [^t<] | "<t" [^o<]

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from toolq.protocol import FunctionCall, ToolCall
-from worker.formats.hermes import FORMAT, parse_tagged
+from worker.formats.hermes import FORMAT
+from worker.formats.tagged import parse_tagged
 
 NAMES = {"get_weather", "search", "superSecretTool"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.formats import jsonish
+from worker import jsonish
 
 
 @pytest.mark.parametrize(

@@ -1,26 +1,40 @@
-"""Tool-call styles. Each module here defines FORMAT; adding a style is adding a module."""
+"""Tool-call formats, registered in one table.
+
+A format is one module here that defines ``FORMAT``, an instance of a ToolCallFormat subclass
+(worker/formats/base.py); adding a format is adding its module and a row to ``FORMATS``. What
+several formats share lives in ``common`` (reading calls) and ``tagged`` (JSON between tags).
+"""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
+from worker.formats import functionary_v2, hermes, mixtral, thoughtful_steps
 from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
 
 DEFAULT_FORMAT = "hermes"
-# Modules in this package that are helpers, not styles.
-_NOT_STYLES = {"base", "jsonish", "gbnf"}
+FORMATS: dict[str, ToolCallFormat] = {
+    "hermes": hermes.FORMAT,
+    "mixtral": mixtral.FORMAT,
+    "functionary_v2": functionary_v2.FORMAT,
+    "thoughtful_steps": thoughtful_steps.FORMAT,
+}
 
 
 def available_formats() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_STYLES)
+    return sorted(FORMATS)
 
 
 def get_format(name: str = DEFAULT_FORMAT) -> ToolCallFormat:
-    if name not in available_formats():
+    if name not in FORMATS:
         raise ValueError(f"unknown tool-call format {name!r}; available: {', '.join(available_formats())}")
-    module = importlib.import_module(f"{__name__}.{name}")
-    return module.FORMAT
+    return FORMATS[name]
 
 
-__all__ = ["DEFAULT_FORMAT", "ParsedOutput", "ToolCallFormat", "ToolDefinition", "available_formats", "get_format"]
+__all__ = [
+    "DEFAULT_FORMAT",
+    "FORMATS",
+    "ParsedOutput",
+    "ToolCallFormat",
+    "ToolDefinition",
+    "available_formats",
+    "get_format",
+]

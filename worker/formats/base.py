@@ -1,7 +1,8 @@
-"""What every tool-call style gives the loop: a system prompt, a grammar and a parser.
+"""What every tool-call format gives the loop: a system prompt, a grammar and a parser.
 
-A style is one module under worker/formats/ that defines ``FORMAT``, an instance of a
-ToolCallFormat subclass. Tools are passed in the OpenAI function shape:
+A format is one module under worker/formats/ that defines ``FORMAT``, an instance of a
+ToolCallFormat subclass, and a row in the ``FORMATS`` table of worker/formats/__init__.py.
+Tools are passed in the OpenAI function shape:
 ``{"type": "function", "function": {"name", "description", "parameters"}}``.
 """
 
@@ -33,11 +34,11 @@ class ToolCallFormat:
     name: str = ""
     # Text that opens a call: the lazy grammar starts when the model writes it (None: no lazy mode).
     trigger: Optional[str] = None
-    # Stop strings the engine should stop on for this style (besides the template's end of turn).
+    # Stop strings the engine should stop on for this format (besides the template's end of turn).
     stop: Sequence[str] = ()
 
     def system_prompt(self, tools: Sequence[ToolDefinition], variant: Optional[str] = None) -> str:
-        """The text that teaches the model the style and lists the tools."""
+        """The text that teaches the model the format and lists the tools."""
         raise NotImplementedError
 
     def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
@@ -62,7 +63,7 @@ class ToolCallFormat:
         raise NotImplementedError
 
     def render_final(self, content: str) -> str:
-        """An earlier final answer as this style writes answers (plain text for most styles)."""
+        """An earlier final answer as this format writes answers (plain text for most formats)."""
         return content
 
     def render_tool_result(self, name: str, call_id: str, content: str) -> str:

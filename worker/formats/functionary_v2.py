@@ -11,9 +11,10 @@ import json
 from typing import Any, Optional, Sequence
 
 from toolq.protocol import ToolCall
-from worker.formats import gbnf, jsonish
+from worker import jsonish
 from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
-from worker.formats.hermes import call_from_value, tool_name, tool_params
+from worker.formats.common import call_from_value, tool_name, tool_params
+from worker.grammar import GrammarBuilder, literal, rule_name
 
 FROM = "<|from|>"
 RECIPIENT = "<|recipient|>"
@@ -145,7 +146,7 @@ def parse_functionary(text: str) -> ParsedOutput:
         return ParsedOutput(content=str(text), errors=[f"internal parser error: {type(e).__name__}: {e}"])
 
 
-# ---------------------------------------------------------------- the style
+# ---------------------------------------------------------------- the format
 
 
 class FunctionaryV2Format(ToolCallFormat):
@@ -156,15 +157,15 @@ class FunctionaryV2Format(ToolCallFormat):
     def system_prompt(self, tools: Sequence[ToolDefinition], variant: Optional[str] = None) -> str:
         return namespace_prompt(tools)
 
-    def _rules(self, b: gbnf.GrammarBuilder, tools: Sequence[ToolDefinition]) -> tuple[str, str]:
-        b.add("start", gbnf.literal(START))
+    def _rules(self, b: GrammarBuilder, tools: Sequence[ToolDefinition]) -> tuple[str, str]:
+        b.add("start", literal(START))
         alternatives = []
         for tool in tools:
-            base = gbnf.rule_name(tool_name(tool))
+            base = rule_name(tool_name(tool))
             args = b.schema(tool_params(tool), base + "-args")
-            head = f"{gbnf.literal(tool_name(tool))} {gbnf.literal(_CALL_HEAD)}"
-            # Seed 003's grammar puts newlines around the arguments, the chat template none:
-            # allow both.
+            head = f"{literal(tool_name(tool))} {literal(_CALL_HEAD)}"
+            # Functionary's own grammar (SEED_FUNCTIONARY in tests/unit/test_gbnf.py) puts newlines
+            # around the arguments, the chat template none: allow both.
             alternatives.append(b.add(base + "-call", f'{head} "\\n"? {args} "\\n"?'))
         if not alternatives:
             raise ValueError("a tool-call grammar needs at least one tool")
@@ -172,7 +173,7 @@ class FunctionaryV2Format(ToolCallFormat):
         return b.add("tool-call", f"start {without}"), without
 
     def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
-        b = gbnf.GrammarBuilder()
+        b = GrammarBuilder()
         call, without = self._rules(b, tools)
         if required:
             b.add("root", f"{without} {call}*")
@@ -182,7 +183,7 @@ class FunctionaryV2Format(ToolCallFormat):
                 "not-from",
                 '([^<] | "<" ([^|] | "|" ([^f] | "f" ([^r] | "r" ([^o] | "o" ([^m] | "m" ([^|] | "|" ([^>])?)?)?)?)?)?)?)',
             )
-            b.add("content-without-start", f"{gbnf.literal(_PLAIN)} not-from*")
+            b.add("content-without-start", f"{literal(_PLAIN)} not-from*")
             b.add("content", "start content-without-start")
             b.add("root", f"content-without-start content* ({call}+ content*)? | {without} {call}* content*")
         return b.render()

@@ -10,9 +10,9 @@ import json
 import re
 from typing import Optional
 
-from worker.formats import gbnf
 from worker.formats.base import ParsedOutput
-from worker.formats.hermes import HermesFormat, parse_tagged
+from worker.formats.tagged import TaggedCallFormat, parse_tagged
+from worker.grammar import literal
 
 # An odd run of backslashes before "_": the last one is a markdown escape. An even run is
 # escaped backslashes (valid JSON "\\_") and is left alone.
@@ -30,13 +30,13 @@ def _with_optional_escapes(text: str) -> str:
     pieces = []
     for i, part in enumerate(parts):
         if part:
-            pieces.append(gbnf.literal(part))
+            pieces.append(literal(part))
         if i < len(parts) - 1:
             pieces.append('"\\\\"? "_"')
     return " ".join(pieces) if pieces else '""'
 
 
-class MixtralFormat(HermesFormat):
+class MixtralFormat(TaggedCallFormat):
     name = "mixtral"
     # The shortest text both spellings of the tag start with; the call grammar starts here.
     trigger = "<tool"

@@ -1,11 +1,12 @@
-"""Generic JSON style for models with no tool format of their own (seed 003 TOOLS_THOUGHTFUL_STEPS).
+"""Generic JSON format for models with no tool format of their own.
 
 Every reply is one JSON object::
 
     {"thought_about_next_step_only": "...",
      "next_step": {"tool_calls": [{"name": ..., "arguments": {...}}, ...]} | {"result": "..."}}
 
-``result`` is the final answer, a string (the seed's integer was only for its own test).
+``result`` is the final answer, a string (not the integer of the original prompt, which suited
+only its arithmetic example). tests/unit/test_formats.py pins the prompt and these differences.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import json
 from typing import Optional, Sequence
 
 from toolq.protocol import ToolCall
-from worker.formats import gbnf, jsonish
+from worker import jsonish
 from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
-from worker.formats.hermes import call_from_value, tool_name, tool_params, tools_block
+from worker.formats.common import call_from_value, tool_name, tool_params, tools_block
+from worker.grammar import GrammarBuilder, literal
 
 THOUGHT = "thought_about_next_step_only"
 
@@ -122,11 +124,11 @@ class ThoughtfulStepsFormat(ToolCallFormat):
         return thoughtful_prompt(tools)
 
     def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
-        b = gbnf.GrammarBuilder()
+        b = GrammarBuilder()
         calls = []
         for i, tool in enumerate(tools):
             base = f"next-step-0-tool-calls-item-{i}"
-            name = gbnf.literal(json.dumps(tool_name(tool), ensure_ascii=False))
+            name = literal(json.dumps(tool_name(tool), ensure_ascii=False))
             calls.append(b.call_object(base, name, tool_params(tool)))
         if not calls:
             raise ValueError("a tool-call grammar needs at least one tool")
@@ -159,11 +161,11 @@ class ThoughtfulStepsFormat(ToolCallFormat):
         return json.dumps({THOUGHT: "", "next_step": step}, indent=2, ensure_ascii=False)
 
     def render_final(self, content: str) -> str:
-        """An answer in this style (for transcripts of earlier turns)."""
+        """An answer in this format (for transcripts of earlier turns)."""
         return json.dumps({THOUGHT: "", "next_step": {"result": content}}, indent=2, ensure_ascii=False)
 
     def render_tool_result(self, name: str, call_id: str, content: str) -> str:
-        # As seed 003 shows results to models with no tool role of their own.
+        # How results are shown to models with no tool role of their own.
         return f"[TOOL(name={name}, id={call_id})]{content}[/TOOL]"
 
 

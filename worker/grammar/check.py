@@ -1,197 +1,18 @@
-"""GBNF grammars: built from JSON schemas, and checked before llama.cpp ever sees them.
+"""GBNF grammars checked before llama.cpp ever sees them.
 
 An invalid grammar can take down or hang the whole llama.cpp process (a reversed ``{3,1}``
 loops forever; left recursion hidden behind a nullable rule slips past llama.cpp's own check),
-so every grammar a style produces goes through ``check_grammar`` first (``render`` does it). The builder
-follows the shape of llama.cpp's own schema converter as seen in seed 003: ``space ::= " "?``,
-one ``-kv`` rule per key, required keys in declaration order, bounded digit counts.
+so every grammar a format produces goes through ``check_grammar`` first (``GrammarBuilder.render``
+does it, and the engine checks again before handing a grammar to llama.cpp).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
-__all__ = ["GrammarBuilder", "GrammarError", "accepts", "check_grammar", "literal", "rule_name"]
-
-# ---------------------------------------------------------------- building
-
-# The primitives. Digit counts are bounded so a model cannot run away writing digits.
-_PRIMITIVES = {
-    "space": '" "?',
-    "string": (
-        '"\\"" (\n'
-        '        [^"\\\\\\x7F\\x00-\\x1F] |\n'
-        '        "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])\n'
-        '      )* "\\"" space'
-    ),
-    "integral-part": "[0] | [1-9] [0-9]{0,15}",
-    "decimal-part": "[0-9]{1,16}",
-    "integer": '("-"? integral-part) space',
-    "number": '("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)? space',
-    "boolean": '("true" | "false") space',
-    "null": '"null" space',
-    # Any JSON value, for schemas that say nothing more (e.g. {"type": "object"}).
-    "value": "object | array | string | number | boolean | null",
-    "object": '"{" space ( string ":" space value ("," space string ":" space value)* )? "}" space',
-    "array": '"[" space ( value ("," space value)* )? "]" space',
-}
-_DEPENDS = {
-    "string": ["space"],
-    "integer": ["integral-part", "space"],
-    "number": ["integral-part", "decimal-part", "space"],
-    "boolean": ["space"],
-    "null": ["space"],
-    "value": ["object", "array", "string", "number", "boolean", "null"],
-    "object": ["string", "value", "space"],
-    "array": ["value", "space"],
-}
-_MAX_DEPTH = 12  # deeper schemas fall back to "any value" rather than a giant grammar
-
-
-def literal(text: str) -> str:
-    """A GBNF string literal matching text exactly."""
-    out = []
-    for ch in text:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02X}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def rule_name(name: str) -> str:
-    """A valid rule name from any text: GBNF names allow only letters, digits and '-'."""
-    cleaned = re.sub(r"[^A-Za-z0-9-]+", "-", str(name)).strip("-")
-    cleaned = re.sub(r"-{2,}", "-", cleaned)
-    return cleaned or "x"
-
-
-class GrammarBuilder:
-    """Collects rules; ``add`` never silently replaces a different rule of the same name."""
-
-    def __init__(self) -> None:
-        self.rules: dict[str, str] = {}
-
-    def add(self, name: str, body: str) -> str:
-        name = rule_name(name)
-        candidate, i = name, 1
-        while candidate in self.rules and self.rules[candidate] != body:
-            # Two tools whose names sanitize alike ("a_b", "a-b") get distinct rules.
-            i += 1
-            candidate = f"{name}-{i}"
-        self.rules[candidate] = body
-        return candidate
-
-    def primitive(self, name: str) -> str:
-        if name not in self.rules:
-            self.rules[name] = _PRIMITIVES[name]  # first, so mutual recursion (value/object) ends
-            for dep in _DEPENDS.get(name, []):
-                self.primitive(dep)
-        return name
-
-    def schema(self, schema: Any, name: str, depth: int = 0) -> str:
-        """Add rules for a JSON schema; return the rule name that matches one value of it."""
-        if not isinstance(schema, dict) or depth > _MAX_DEPTH:
-            return self.primitive("value")
-        constants = [schema["const"]] if "const" in schema else schema.get("enum")
-        if isinstance(constants, list) and constants:
-            values = [v for v in constants if self._ok(v)]
-            if values:
-                self.primitive("space")
-                alts = " | ".join(self._json_literal(v) for v in values)
-                return self.add(name, f"({alts}) space")
-        for key in ("anyOf", "oneOf"):
-            subs = schema.get(key)
-            if isinstance(subs, list) and subs:
-                alts = [self.schema(s, f"{name}-{i}", depth + 1) for i, s in enumerate(subs)]
-                return self.add(name, " | ".join(alts))
-        kind = schema.get("type")
-        if isinstance(kind, list):
-            alts = [self.schema({**schema, "type": k}, f"{name}-{k}", depth + 1) for k in kind if isinstance(k, str)]
-            return self.add(name, " | ".join(alts)) if alts else self.primitive("value")
-        if kind == "object" or (kind is None and isinstance(schema.get("properties"), dict)):
-            return self._object(schema, name, depth)
-        if kind == "array":
-            items = schema.get("items")
-            item = self.schema(items, f"{name}-item", depth + 1) if isinstance(items, dict) else self.primitive("value")
-            self.primitive("space")
-            return self.add(name, f'"[" space ( {item} ("," space {item})* )? "]" space')
-        if kind in ("string", "integer", "number", "boolean", "null"):
-            return self.primitive(kind)
-        return self.primitive("value")
-
-    @staticmethod
-    def _ok(value: Any) -> bool:
-        try:
-            json.dumps(value)
-            return True
-        except (TypeError, ValueError):
-            return False
-
-    @staticmethod
-    def _json_literal(value: Any) -> str:
-        return literal(json.dumps(value, ensure_ascii=False))
-
-    def _object(self, schema: dict, name: str, depth: int) -> str:
-        props = schema.get("properties")
-        if not isinstance(props, dict) or not props:
-            return self.primitive("object")
-        required = schema.get("required") if isinstance(schema.get("required"), list) else []
-        self.primitive("space")
-        kvs_req, kvs_opt = [], []
-        for key, sub in props.items():
-            if not isinstance(key, str):
-                continue
-            value_rule = self.schema(sub, f"{name}-{key}", depth + 1)
-            kv = self.add(f"{name}-{key}-kv", f"{self._json_literal(key)} space \":\" space {value_rule}")
-            (kvs_req if key in required else kvs_opt).append(kv)
-        # Required keys in order, then optional keys in order, each present or not.
-        parts = ' "," space '.join(kvs_req)
-        if kvs_req:
-            tail = "".join(f' ("," space {kv})?' for kv in kvs_opt)
-            inner = parts + tail
-        elif kvs_opt:
-            # No required key: the first optional key present carries no comma.
-            alts = []
-            for i, kv in enumerate(kvs_opt):
-                alts.append(kv + "".join(f' ("," space {o})?' for o in kvs_opt[i + 1:]))
-            inner = "(" + " | ".join(alts) + ")?"
-        else:
-            inner = ""
-        return self.add(name, f'"{{" space {inner} "}}" space')
-
-    def call_object(self, base: str, name_literal: str, parameters: Any) -> str:
-        """``{"name": <the tool's name>, "arguments": <its parameters>}`` for one tool, the object
-        every JSON call style writes; returns the rule name. ``name_literal`` is the GBNF for the
-        name as the style spells it (styles that escape characters pass their own)."""
-        name = self.add(base + "-name", name_literal + " space")
-        args = self.schema(parameters, base + "-arguments")
-        name_kv = self.add(base + "-name-kv", f'"\\"name\\"" space ":" space {name}')
-        args_kv = self.add(base + "-arguments-kv", f'"\\"arguments\\"" space ":" space {args}')
-        return self.add(base, f'"{{" space {name_kv} "," space {args_kv} "}}" space')
-
-    def render(self) -> str:
-        """The grammar text, root first; checked, so an invalid grammar raises GrammarError here."""
-        names = sorted(self.rules, key=lambda n: (n != "root", n))
-        text = "\n".join(f"{n} ::= {self.rules[n]}" for n in names) + "\n"
-        check_grammar(text)
-        return text
-
-
-# ---------------------------------------------------------------- checking
+__all__ = ["GrammarError", "check_grammar", "checked_rules"]
 
 
 class GrammarError(ValueError):
@@ -205,7 +26,7 @@ class GrammarError(ValueError):
 
 
 @dataclass
-class _Rule:
+class Rule:
     name: str
     offset: int  # where it is defined; made a line number only for messages
     alternatives: list = field(default_factory=list)
@@ -221,7 +42,7 @@ class _Parser:
     def __init__(self, text: str):
         self.text = text
         self.i = 0
-        self.rules: dict[str, _Rule] = {}
+        self.rules: dict[str, Rule] = {}
         self.refs: list[tuple[str, str, int]] = []  # (referenced, from rule, offset)
         self.current = ""
 
@@ -273,7 +94,7 @@ class _Parser:
         self.space(True)
         if name in self.rules:
             self.fail(f"rule '{name}' is defined twice (first on line {self.line(self.rules[name].offset)})")
-        rule = _Rule(name, start)
+        rule = Rule(name, start)
         self.rules[name] = rule
         rule.alternatives = self.alternatives(nested=False)
         c = self.peek()
@@ -454,13 +275,13 @@ def check_grammar(text: str) -> None:
     (some llama.cpp versions loop on it; our generators never need it, so it is refused).
     """
     try:
-        _checked(text)
+        checked_rules(text)
     except RecursionError:
         raise GrammarError("the grammar nests too deeply to check") from None
 
 
-def _checked(text: str) -> dict[str, _Rule]:
-    """check_grammar, returning the parsed rules (for accepts)."""
+def checked_rules(text: str) -> dict[str, Rule]:
+    """check_grammar, returning the parsed rules (a matcher such as tests/support/gbnf_match.py walks them)."""
     if not isinstance(text, str) or not text.strip():
         raise GrammarError("the grammar is empty")
     p = _Parser(text)
@@ -509,63 +330,3 @@ def _checked(text: str) -> dict[str, _Rule]:
         if name not in state:
             visit(name, [])
     return rules
-
-
-# ---------------------------------------------------------------- matching (tests and debugging)
-
-
-def accepts(grammar: str, text: str) -> bool:
-    """Whether the whole of text is a sentence of the grammar (checked first).
-
-    A plain recursive matcher: fine for test strings, not for generation. Tests use it to prove
-    that what a style renders and parses is what its grammar lets a model write.
-    """
-    rules = _checked(grammar)
-    memo: dict[tuple[str, int], frozenset[int]] = {}
-
-    def rule_ends(name: str, pos: int) -> frozenset[int]:
-        key = (name, pos)
-        if key not in memo:
-            memo[key] = frozenset(alts_ends(rules[name].alternatives, pos))
-        return memo[key]
-
-    def alts_ends(alternatives, pos: int) -> set[int]:
-        out: set[int] = set()
-        for alt in alternatives:
-            current = {pos}
-            for item in alt:
-                current = set().union(*(item_ends(item, p) for p in current)) if current else set()
-            out |= current
-        return out
-
-    def once(atom, pos: int) -> set[int]:
-        kind, value = atom
-        if kind == "lit":
-            return {pos + len(value)} if text.startswith(value, pos) else set()
-        if kind == "class":
-            if pos >= len(text):
-                return set()
-            if value is None:
-                return {pos + 1}
-            negated, ranges = value
-            inside = any(lo <= text[pos] <= hi for lo, hi in ranges)
-            return {pos + 1} if inside != negated else set()
-        if kind == "ref":
-            return set(rule_ends(value, pos))
-        return alts_ends(value, pos)
-
-    def item_ends(item, pos: int) -> set[int]:
-        atom, lo, hi = item
-        out = {pos} if lo == 0 else set()
-        frontier, seen, count = {pos}, {pos}, 0
-        while frontier and (hi is None or count < hi):
-            count += 1
-            nxt = set().union(*(once(atom, p) for p in frontier))
-            if count >= lo:
-                out |= nxt
-            # Positions only move forward, so a bounded frontier of new positions terminates.
-            frontier = nxt - seen if hi is None else nxt
-            seen |= nxt
-        return out
-
-    return len(text) in rule_ends("root", 0)

@@ -1,4 +1,4 @@
-"""Lenient JSON reading for model output, shared by every tool-call style.
+"""Lenient JSON reading for model output, shared by every tool-call format.
 
 Models write JSON that is almost right: Python literals (single quotes, True/None), trailing
 commas, a ```json fence. The rule here is that the inside of a string is never rewritten: every

@@ -1,4 +1,4 @@
-"""The llama.cpp engine: the only module that imports llama_cpp.
+"""The llama.cpp engine: holds the model and generates.
 
 One model, one context, one generation at a time in one dedicated thread (a llama.cpp context
 is not thread-safe). The decode loop drives llama.cpp's low-level API directly:
@@ -25,7 +25,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from worker.formats.gbnf import GrammarError, check_grammar
+from worker.grammar.check import GrammarError, check_grammar
 from worker.generation import (
     ContextLengthExceeded,
     EngineError,

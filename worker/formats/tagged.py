@@ -1,0 +1,363 @@
+"""Tool calls as JSON between tags: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``.
+
+What the Hermes format (worker/formats/hermes.py) and its Mixtral spelling (worker/formats/mixtral.py)
+share: the prompts that teach the tags, the parser, the grammar and the rendering, in
+``TaggedCallFormat``. Results go back as ``<tool_response>...</tool_response>``.
+
+The parser is where other projects hurt users, so it is careful rather than clever: it scans the
+JSON after each opening tag with a string-aware scanner (a ``</tool_call>`` or ``}`` inside a
+string value ends nothing), reads it leniently without touching string contents, ignores
+``<think>`` drafts, and never raises: anything it cannot read becomes an error message the model
+can act on.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Optional, Sequence, Union
+
+from toolq.protocol import ToolCall
+from worker import jsonish
+from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
+from worker.formats.common import calls_from_value, tool_name, tool_params, tools_block
+from worker.grammar import GrammarBuilder, literal, rule_name
+
+OPEN = "<tool_call>"
+CLOSE = "</tool_call>"
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+
+# ---------------------------------------------------------------- system prompts (tests/unit/test_formats.py pins them)
+
+_LONG_HEAD = (
+    "Call one or more functions to assist with the user query, every time this is possible. "
+    "Don't make assumptions about what values to plug into functions. Here are the available tools:\n"
+)
+_LONG_TAIL = (
+    "\n\nTo call each function, give its name and arguments within <tool_call></tool_call> XML tags as follows:\n"
+    "<tool_call>\n"
+    '{"name": <function-name>, "arguments": <args-dict>}\n'
+    "</tool_call>"
+)
+_H2P_HEAD = (
+    "You are a function calling AI agent with self-recursion. You can call only one function at a time and "
+    "analyse data you get from function response. You are provided with function signatures within "
+    "<tools></tools> XML tags. The current date is: {date}. You may use agentic frameworks for reasoning and "
+    "planning to help with user query. Please call a function and wait for function results to be provided to "
+    "you in the next iteration. Don't make assumptions about what values to plug into function arguments. Once "
+    "you have called a function, results will be fed back to you within <tool_response></tool_response> XML "
+    "tags. Don't make assumptions about tool results if <tool_response> XML tags are not present since function "
+    "hasn't been executed yet. Analyze the data once you get the results and call another function. At each "
+    "iteration please continue adding the your analysis to previous summary. Your final response should directly "
+    "answer the user query with an anlysis or summary of the results of function calls. Here are the available "
+    "tools: <tools> {tools} </tools> If the provided function signatures doesn't have the function you must call, "
+    "you may write executable python code in markdown syntax and call code_interpreter() function as follows: "
+    '<tool_call> {{"arguments": {{"code_markdown": <python-code>, "name": "code_interpreter"}}}} </tool_call> '
+    "Make sure that the json object above with code markdown block is parseable with json.loads() and the XML "
+    "block with XML ElementTree. Use the following pydantic model json schema for each tool call you will make: "
+    "{{'properties': {{'arguments': {{'title': 'Arguments', 'type': 'object'}}, 'name': {{'title': 'Name', "
+    "'type': 'string'}}}}, 'required': ['arguments', 'name'], 'title': 'FunctionCall', 'type': 'object'}} At the "
+    "very first turn you don't have <tool_results> so you shouldn't not make up the results.\n"
+    "Please keep a running summary with analysis of previous function results and summaries from previous "
+    "iterations.\n"
+    "Do not stop calling functions until the task has been accomplished or you've reached max iteration of 10.\n"
+    "Calling multiple functions at once can overload the system and increase cost so call one function at a "
+    "time please.\n"
+    "If you plan to continue with analysis, always call another function.\n"
+    "For each function call return a valid json object (using doulbe quotes) with function name and arguments "
+    "within <tool_call></tool_call> XML tags as follows:\n"
+    "<tool_call>\n"
+    '{{"arguments": <args-dict>, "name": <function-name>}}\n'
+    "</tool_call>\n"
+)
+
+VARIANTS = ("short", "long", "hermes_2_pro")
+DEFAULT_VARIANT = "long"
+
+
+def hermes_prompt(tools: Sequence[ToolDefinition], variant: Optional[str] = None, *, date: Optional[str] = None) -> str:
+    variant = variant or DEFAULT_VARIANT
+    if variant == "short":
+        return f"Here are the tools available:\n<tools>\n{tools_block(tools)}\n</tools>"
+    if variant == "long":
+        return f"{_LONG_HEAD}<tools>\n{tools_block(tools)}\n</tools>{_LONG_TAIL}"
+    if variant == "hermes_2_pro":
+        # The original prompt lists the tools as a Python list of compact JSON strings.
+        listed = repr([json.dumps(t, separators=(",", ":"), ensure_ascii=False) for t in tools])
+        return _H2P_HEAD.format(date=date or _dt.date.today().isoformat(), tools=listed)
+    raise ValueError(f"unknown hermes prompt variant {variant!r}; known: {', '.join(VARIANTS)}")
+
+
+# ---------------------------------------------------------------- the parser
+
+
+def _lone_think_close(text: str, spans: list[tuple[int, int]]) -> int:
+    """Where the thinking of a template that opened <think> in the prompt ends, else -1.
+
+    Such output has a lone </think> with no <think> before it: everything up to it was
+    thinking, calls included. Tags inside a call (in an argument string) do not count.
+    """
+
+    def outside(tag: str) -> int:
+        i = text.find(tag)
+        while i != -1 and any(a <= i < b for a, b in spans):
+            i = text.find(tag, i + 1)
+        return i
+
+    close = outside(THINK_CLOSE)
+    if close == -1:
+        return -1
+    opening = outside(THINK_OPEN)
+    return -1 if opening != -1 and opening < close else close + len(THINK_CLOSE)
+
+
+def _skip_ws(text: str, i: int) -> int:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    return i
+
+
+def _skip_fence_open(text: str, i: int) -> int:
+    """Past an opening ```json line at i (if any) and the whitespace after it."""
+    if text.startswith("```", i):
+        i += 3
+        while i < len(text) and (text[i].isalnum() or text[i] in "_-"):
+            i += 1
+        i = _skip_ws(text, i)
+    return i
+
+
+def _skip_fence_close(text: str, i: int) -> int:
+    i = _skip_ws(text, i)
+    if text.startswith("```", i):
+        i = _skip_ws(text, i + 3)
+    return i
+
+
+def _join_content(pieces: Sequence[str]) -> str:
+    return "\n".join(p.strip() for p in pieces if p.strip())
+
+
+def _partial_tag_at_end(text: str, tag: str) -> int:
+    """Length of the longest proper prefix of tag (at least '<tool') that text ends with."""
+    for k in range(len(tag) - 1, 4, -1):
+        if text.endswith(tag[:k]):
+            return k
+    return 0
+
+
+class _Reader:
+    """Walks the text once, tag by tag; collects content pieces, calls and errors."""
+
+    def __init__(self, text: str, open_tag: str, close_tag: str):
+        self.text = text
+        self.open_tag, self.close_tag = open_tag, close_tag
+        self.pieces: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.errors: list[str] = []
+        self.truncated = False
+        self.spans: list[tuple[int, int]] = []  # where each call's text lies
+        self.n = 0  # calls seen so far, readable or not: the number in error messages
+
+    def add(self, results: list[Union[ToolCall, str]]) -> None:
+        for r in results:
+            (self.calls if isinstance(r, ToolCall) else self.errors).append(r)
+        self.n += len(results)
+
+    def read_body(self, body: str) -> None:
+        try:
+            value = jsonish.loads(jsonish.strip_fence(body))
+        except jsonish.JsonishError as e:
+            self.n += 1
+            self.errors.append(f"tool call {self.n} is not valid JSON: {e}")
+            return
+        self.add(calls_from_value(value, self.n + 1))
+
+    def run(self) -> None:
+        text, pos = self.text, 0
+        while True:
+            k = text.find(self.open_tag, pos)
+            t = text.find(THINK_OPEN, pos)
+            if t != -1 and (k == -1 or t < k):
+                # A call drafted while thinking is not a call; an unclosed <think> runs to the end.
+                # Only text outside calls is searched, so "<think>" inside an argument is safe.
+                self.pieces.append(text[pos:t])
+                end = text.find(THINK_CLOSE, t + len(THINK_OPEN))
+                if end == -1:
+                    return
+                pos = end + len(THINK_CLOSE)
+                continue
+            if k == -1:
+                tail = text[pos:]
+                cut = _partial_tag_at_end(tail, self.open_tag)
+                if cut:
+                    # The output stopped in the middle of writing the opening tag.
+                    self.n += 1
+                    self.truncated = True
+                    self.errors.append(f"tool call {self.n} is incomplete: the output ended inside its opening tag")
+                    tail = tail[:-cut]
+                self.pieces.append(tail)
+                return
+            self.pieces.append(text[pos:k])
+            pos = self.one_call(k + len(self.open_tag))
+            self.spans.append((k, len(text) if pos is None else pos))
+            if pos is None:
+                return
+
+    def one_call(self, j: int) -> Optional[int]:
+        """Read the call whose body starts at j; return where to continue (None: at the end)."""
+        text = self.text
+        j = _skip_fence_open(text, _skip_ws(text, j))
+        if j < len(text) and text[j] in "{[":
+            scan = jsonish.scan_value(text, j, stops=(self.close_tag, self.open_tag))
+            if scan.complete:
+                self.read_body(text[j:scan.end])
+                after = _skip_fence_close(text, scan.end)
+                # Without a closing tag, whatever follows is ordinary text. Before one, stray
+                # punctuation (an extra brace) is dropped, but words are kept as content.
+                close = text.find(self.close_tag, after)
+                nxt = text.find(self.open_tag, after)
+                if close != -1 and (nxt == -1 or close < nxt):
+                    between = text[after:close]
+                    if any(ch.isalnum() for ch in between):
+                        self.pieces.append(between)
+                    return close + len(self.close_tag)
+                return after
+            if scan.stopped_at is not None:
+                # The JSON is broken before a tag: read up to the tag for a precise error.
+                self.read_body(text[j:scan.stopped_at])
+                if scan.stop == self.close_tag:
+                    return scan.stopped_at + len(self.close_tag)
+                return scan.stopped_at
+            return self.truncated_call()
+        # Not JSON at all: the body runs to the closing tag, or the next call, or the end.
+        close = text.find(self.close_tag, j)
+        nxt = text.find(self.open_tag, j)
+        if close != -1 and (nxt == -1 or close < nxt):
+            self.read_body(text[j:close])
+            return close + len(self.close_tag)
+        if nxt != -1:
+            self.read_body(text[j:nxt])
+            return nxt
+        if not text[j:].strip() or text[j:].strip().startswith("`"):
+            return self.truncated_call()
+        self.read_body(text[j:])
+        return None
+
+    def truncated_call(self) -> None:
+        self.n += 1
+        self.truncated = True
+        self.errors.append(f"tool call {self.n} is incomplete: the output ended before its JSON was closed")
+        return None
+
+
+def _bare_calls(text: str, tool_names: Optional[set[str]]) -> Optional[list[ToolCall]]:
+    """Untagged JSON is a call only if it is the whole message and names known tools."""
+    if not tool_names:
+        return None
+    body = jsonish.strip_fence(text)
+    if not body or body[0] not in "{[":
+        return None
+    scan = jsonish.scan_value(body, 0)
+    if scan.end != len(body):
+        return None
+    try:
+        value = jsonish.loads(body)
+    except jsonish.JsonishError:
+        return None
+    results = calls_from_value(value, 1)
+    if all(isinstance(r, ToolCall) and r.name in tool_names for r in results):
+        return results  # type: ignore[return-value]
+    return None
+
+
+def parse_tagged(
+    text: str, tool_names: Optional[set[str]], open_tag: str = OPEN, close_tag: str = CLOSE
+) -> ParsedOutput:
+    """The parser for any pair of tags (Mixtral's undoes its escapes first)."""
+    try:
+        text = text if isinstance(text, str) else str(text)
+        reader = _Reader(text, open_tag, close_tag)
+        reader.run()
+        cut = _lone_think_close(text, reader.spans)
+        if cut != -1:
+            text = text[cut:]
+            reader = _Reader(text, open_tag, close_tag)
+            reader.run()
+        if not reader.calls and not reader.errors and not reader.truncated:
+            bare = _bare_calls(text, tool_names)
+            if bare:
+                return ParsedOutput(content="", tool_calls=bare)
+        return ParsedOutput(
+            content=_join_content(reader.pieces),
+            tool_calls=reader.calls,
+            errors=reader.errors,
+            truncated_call=reader.truncated,
+        )
+    except Exception as e:  # pragma: no cover - the fuzz test keeps this unreachable
+        return ParsedOutput(content=str(text), errors=[f"internal parser error: {type(e).__name__}: {e}"])
+
+
+# ---------------------------------------------------------------- the format
+
+
+class TaggedCallFormat(ToolCallFormat):
+    """A format of JSON calls between ``open_tag`` and ``close_tag``; subclasses name it."""
+
+    trigger = OPEN
+    stop = ()
+    open_tag = OPEN
+    close_tag = CLOSE
+
+    def system_prompt(self, tools: Sequence[ToolDefinition], variant: Optional[str] = None) -> str:
+        return hermes_prompt(tools, variant)
+
+    # -- grammar
+
+    def _tag(self, tag: str) -> str:
+        return literal(tag)
+
+    def _name_literal(self, name: str) -> str:
+        return literal(json.dumps(name, ensure_ascii=False))
+
+    def _call_rules(self, b: GrammarBuilder, tools: Sequence[ToolDefinition]) -> str:
+        """Add the rules for one tagged call of any of the tools; return the rule name."""
+        alternatives = []
+        for tool in tools:
+            base = rule_name(tool_name(tool)) + "-tool-call"
+            alternatives.append(b.call_object(base, self._name_literal(tool_name(tool)), tool_params(tool)))
+        if not alternatives:
+            raise ValueError("a tool-call grammar needs at least one tool")
+        body = f"{self._tag(self.open_tag)} ws ({' | '.join(alternatives)}) ws {self._tag(self.close_tag)}"
+        b.add("ws", "[ \\t\\n]? [ \\t\\n]?")  # a newline or two around the JSON, bounded
+        return b.add("tool-call", body)
+
+    def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
+        b = GrammarBuilder()
+        call = self._call_rules(b, tools)
+        if required:
+            b.add("root", f"{call} (ws {call})*")
+        else:
+            # Content may not contain "<to": the only way to write "<tool_call>" is a real call.
+            b.add("content", '[^<] | "<" [^t<] | "<t" [^o<]')
+            b.add("root", f"content* ({call} ws)*")
+        return b.render()
+
+    def call_grammar(self, tools: Sequence[ToolDefinition]) -> str:
+        b = GrammarBuilder()
+        b.add("root", self._call_rules(b, tools))
+        return b.render()
+
+    # -- parsing and rendering
+
+    def parse(self, text: str, tool_names: Optional[set[str]] = None) -> ParsedOutput:
+        return parse_tagged(text, tool_names, self.open_tag, self.close_tag)
+
+    def render_tool_calls(self, calls: Sequence[ToolCall]) -> str:
+        return "\n".join(
+            f"{OPEN}\n{jsonish.dumps({'name': c.name, 'arguments': c.arguments})}\n{CLOSE}" for c in calls
+        )
+
+    def render_tool_result(self, name: str, call_id: str, content: str) -> str:
+        return f"<tool_response>\n{content}\n</tool_response>"
