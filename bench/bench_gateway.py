@@ -274,7 +274,7 @@ async def run(redis_url: str, n_jobs: int, redis_pid: Optional[int]) -> None:
         scale, scale_drain = e2e[4] / e2e[1], drain[4] / drain[1]
         print(f"   4 workers / 1 worker: end to end {scale:.2f}x, drain {scale_drain:.2f}x")
 
-        print("\ntargets (issue 4)")
+        print("\ntargets")
         print(f"   p50 POST -> final under 15 ms: {p50_gw:.2f} ms  {'PASS' if p50_gw < 15 else 'FAIL'}")
         print(f"   4 workers at least 3.5x 1 worker: end to end {scale:.2f}x  {'PASS' if scale >= 3.5 else 'FAIL'};"
               f"  drain {scale_drain:.2f}x  {'PASS' if scale_drain >= 3.5 else 'FAIL'}")

@@ -1,8 +1,8 @@
 """Demo tools: deterministic, no network, made-up meanings.
 
-The names come from the test conversations the project is checked against: superSecretTool and
-say from the seed transcripts, get_flumbuster and calculate_zorbix from the obfuscated Hermes
-end-to-end table. Made-up names matter: a model cannot answer from memory, it must call the tool.
+The names come from the reference tool conversations the formats are tested against
+(tests/support/seed.py: superSecretTool and say; get_flumbuster and calculate_zorbix from the
+obfuscated Hermes end-to-end conversations). Made-up names matter: a model cannot answer from memory, it must call the tool.
 Load them with ``load_tool_modules(["worker.demo_tools"])``.
 """
 
@@ -17,7 +17,7 @@ _GRADES = ("calm", "mild", "brisk", "wild", "feral")
 
 
 @tool
-def superSecretTool(a: int, b: int) -> int:  # noqa: N802 - the name the seed transcripts use
+def superSecretTool(a: int, b: int) -> int:  # noqa: N802 - the name the reference conversations use
     """Adds two numbers
 
     Args:

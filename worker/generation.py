@@ -1,6 +1,6 @@
 """What the loop asks of an engine and what it gets back, independent of llama.cpp.
 
-The real engine (worker/engine.py) and the scripted engine of the unit tests both take a
+The real engine (worker/engine/) and the scripted engine of the unit tests both take a
 GenerationRequest and return a GenerationResult, so the loop runs the same over either.
 """
 

@@ -4,7 +4,7 @@ Pure orchestration over an engine, a chat template, a tool-call format, a tool r
 event sink. It knows nothing of Redis or llama.cpp, so unit tests drive it with a scripted engine
 and an in-memory sink, and the worker drives it with LlamaEngine and EventLog.
 
-Rules (issue 3, section 2):
+Rules (each has a test in tests/unit/test_loop.py):
 - no tool call: the answer; done (``stop``, or ``length`` when max_tokens cut plain text).
 - tool calls: one tool_call event per call, validation, execution (calls of a turn run
   concurrently), one tool_result event per call, then the next round.

@@ -1,6 +1,6 @@
 """The real llama.cpp engine with the bundled SmolLM2-135M model.
 
-Through a real worker process and real Redis (issue 3's end-to-end test), and the engine's own
+Through a real worker process and real Redis (the zorbix job end to end), and the engine's own
 guarantees: prefix reuse, plain-text tokenization of untrusted text, grammar-valid calls,
 stopping within a token, and a clean error for an over-long prompt.
 """

@@ -1,4 +1,6 @@
-"""The seed 003 fixture: tools superSecretTool(a, b) and say(text), as the seed writes them."""
+"""The reference tool set: superSecretTool(a, b) and say(text), exactly as the reference tool
+conversations (the prompts and grammars pinned in tests/unit/test_formats.py and test_gbnf.py)
+write them."""
 
 SEED_TOOLS = [
     {

@@ -1,4 +1,4 @@
-"""The four tool-call styles against the seed 003 fixture: prompts, grammars, parsers."""
+"""The tool-call formats against the reference tool set (tests/support/seed.py): prompts, grammars, parsers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.support.gbnf_match import accepts
-from tests.support.seed import SEED_TOOLS as TOOLS  # the seed 003 fixture
+from tests.support.seed import SEED_TOOLS as TOOLS  # the reference tool set
 from toolq.protocol import FunctionCall, ToolCall
 from worker.formats import available_formats, get_format
 from worker.formats.mixtral import unescape_underscores
@@ -46,7 +46,7 @@ ODD_TOOLS = TOOLS + [
 
 FORMATS = ["hermes", "mixtral", "functionary_v2", "thoughtful_steps"]
 
-# System prompts copied verbatim from seed 003 (the "with tools" prompts).
+# The reference system prompts, verbatim (the "with tools" prompts each format must reproduce).
 SEED_TOOLS_SHORT = '''Here are the tools available:
 <tools>
 {
@@ -269,7 +269,7 @@ def test_the_four_styles_are_registered():
         assert get_format(name).name == name
 
 
-# ---------------------------------------------------------------- prompts against the seed
+# ---------------------------------------------------------------- prompts against the reference
 
 
 def test_hermes_short_prompt_is_the_seed():
@@ -313,7 +313,7 @@ def test_functionary_prompt_optional_and_typed_fields():
 def test_thoughtful_prompt_matches_the_seed_on_its_essential_lines():
     mine = get_format("thoughtful_steps").system_prompt(TOOLS)
     head = "Please respond in JSON format with the following schema: "
-    # Everything before the schema is the seed's, byte for byte.
+    # Everything before the schema is the reference prompt's, byte for byte.
     assert mine.split(head)[0] == SEED_THOUGHTFUL.split(head)[0]
     schema = json.loads(mine.split(head)[1])
     seed_schema = json.loads(SEED_THOUGHTFUL.split(head)[1])
@@ -438,7 +438,7 @@ def test_rendered_calls_parse_back(name):
     assert out.errors == [] and not out.truncated_call
 
 
-# ---------------------------------------------------------------- parsers of the other styles
+# ---------------------------------------------------------------- parsers of the other formats
 
 
 def test_mixtral_parser_undoes_escaped_underscores():

@@ -7,7 +7,7 @@ import pytest
 from tests.support.gbnf_match import accepts
 from worker.grammar import GrammarBuilder, GrammarError, check_grammar, literal, rule_name
 
-# Grammars copied verbatim from seed 003 (llama.cpp's own schema converter wrote them).
+# Reference grammars, verbatim (llama.cpp's own schema converter wrote them).
 SEED_HERMES_LONG = r'''content ::= [^<] | "<" [^t<] | "<t" [^o<]
 decimal-part ::= [0-9] [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]?
 integer ::= ("-"? integral-part) space
@@ -120,7 +120,7 @@ thought-about-next-step-only-kv ::= "\"thought_about_next_step_only\"" space ":"
 SEED_CALL = '<tool_call>{"name": "superSecretTool", "arguments": {"a": 2535, "b": 32222000403}}</tool_call>'
 
 
-# ---------------------------------------------------------------- the seed grammars
+# ---------------------------------------------------------------- the reference grammars
 
 
 @pytest.mark.parametrize("grammar", [SEED_HERMES_LONG, SEED_MIXTRAL, SEED_FUNCTIONARY, SEED_THOUGHTFUL])

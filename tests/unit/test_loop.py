@@ -1,4 +1,4 @@
-"""The conversation loop over a scripted engine: every branch of issue 3, section 2.
+"""The conversation loop over a scripted engine: every rule in worker/loop.py's docstring.
 
 The format, template and tool registry are the real ones; only the model is scripted.
 """

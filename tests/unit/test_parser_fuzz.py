@@ -8,10 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolq.protocol import FunctionCall, ToolCall
-from worker.formats import get_format
+from worker.formats import FORMATS as FORMAT_TABLE
 from worker.formats.base import ParsedOutput
 
-FORMATS = [get_format(n) for n in ("hermes", "mixtral", "functionary_v2", "thoughtful_steps")]
+FORMATS = list(FORMAT_TABLE.values())  # every registered format, so a new one is fuzzed too
 NAMES = {"superSecretTool", "say", "get_weather"}
 
 # Pieces that matter to the parsers, so random text reaches the interesting branches.
@@ -47,7 +47,7 @@ calls = st.lists(
 
 @st.composite
 def valid_output(draw):
-    """What a model following the style would write: optional text, then rendered calls."""
+    """What a model following the format would write: optional text, then rendered calls."""
     fmt = draw(st.sampled_from(FORMATS))
     rendered = fmt.render_tool_calls(draw(calls))
     if fmt.name in ("hermes", "mixtral"):
