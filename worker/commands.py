@@ -29,7 +29,8 @@ def register(subparsers: Any) -> None:
     w.add_argument("--template", help="chat template file in chat_templates/, a path, or 'gguf'")
     w.add_argument("--format", help="tool-call format (default hermes)")
     w.add_argument("--tools", action="append", help="module whose @tool functions to serve (repeatable)")
-    w.add_argument("--max-jobs", type=int)
+    w.add_argument("--slots", type=int, help="sequences decoded together in one context (default 4 on a CPU, 16 with --gpu)")
+    w.add_argument("--max-jobs", type=int, help="jobs run at once (default: the slot count)")
     w.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     w.add_argument("--engine", choices=["llama", "scripted"], default="llama",
                    help="'scripted' replies by rules from --script (tests and benchmarks only)")
@@ -64,7 +65,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in {
         "redis_url": args.redis, "model_path": args.model, "model_name": args.name, "gpu": args.gpu,
         "n_gpu_layers": -1 if args.gpu is not None else None, "n_threads": args.threads,
-        "chat_template": args.template, "tool_format": args.format, "max_jobs": args.max_jobs,
+        "chat_template": args.template, "tool_format": args.format, "max_jobs": args.max_jobs, "slots": args.slots,
         "tool_modules": args.tools or None, "metrics_port": args.metrics_port,
     }.items() if v is not None}
     return run_worker(overrides, engine=args.engine, script=args.script)

@@ -45,6 +45,9 @@ class GenerationRequest:
     stop_event: threading.Event = field(default_factory=threading.Event)
     # Called from the generation thread with each piece of decoded text.
     on_text: Optional[Callable[[str], None]] = None
+    # Called from the generation thread with all the text so far after each token; True ends
+    # the generation there with stop reason "stop" (the loop stops a turn that repeats a call).
+    stop_check: Optional[Callable[[str], bool]] = None
 
 
 @dataclass
