@@ -31,6 +31,13 @@ class WorkerInfo:
     max_jobs: int = 1
     host: str = ""
     pid: int = 0
+    # The engine: sequences decoded together, how many are generating now, and over the last
+    # few seconds the mean batch (sequences per decode step) and prompt and generated tokens/s.
+    slots: int = 1
+    slots_busy: int = 0
+    batch_size: float = 0.0
+    prefill_tps: float = 0.0
+    decode_tps: float = 0.0
 
     @property
     def tool_names(self) -> frozenset[str]:
@@ -40,7 +47,9 @@ class WorkerInfo:
         """The registry hash of this worker (what ``from_hash`` reads back)."""
         return {"id": self.id, "model": self.model, "gpu": "" if self.gpu is None else self.gpu,
                 "tools": json.dumps(list(self.tools)), "heartbeat_ms": self.heartbeat_ms, "busy": self.busy,
-                "jobs_done": self.jobs_done, "max_jobs": self.max_jobs, "host": self.host, "pid": self.pid}
+                "jobs_done": self.jobs_done, "max_jobs": self.max_jobs, "host": self.host, "pid": self.pid,
+                "slots": self.slots, "slots_busy": self.slots_busy, "batch_size": self.batch_size,
+                "prefill_tps": self.prefill_tps, "decode_tps": self.decode_tps}
 
     @classmethod
     def from_hash(cls, h: dict[bytes, bytes]) -> Optional["WorkerInfo"]:
@@ -52,7 +61,9 @@ class WorkerInfo:
             return cls(id=d["id"], model=d["model"], tools=tools, gpu=int(d["gpu"]) if d.get("gpu") else None,
                        heartbeat_ms=int(d.get("heartbeat_ms") or 0), busy=int(d.get("busy") or 0),
                        jobs_done=int(d.get("jobs_done") or 0), max_jobs=int(d.get("max_jobs") or 1),
-                       host=d.get("host", ""), pid=int(d.get("pid") or 0))
+                       host=d.get("host", ""), pid=int(d.get("pid") or 0), slots=int(d.get("slots") or 1),
+                       slots_busy=int(d.get("slots_busy") or 0), batch_size=float(d.get("batch_size") or 0),
+                       prefill_tps=float(d.get("prefill_tps") or 0), decode_tps=float(d.get("decode_tps") or 0))
         except (KeyError, ValueError, TypeError):
             return None
 
@@ -95,7 +106,9 @@ class Fleet:
                 pipe.zcard(keys.queue(m))
             depths = await pipe.execute()
         return [ModelView(id=m, workers=len(self.workers_of(m)), busy=sum(w.busy for w in self.workers_of(m)),
-                          queue_depth=d, tools=sorted(self.tools_of(m)))
+                          queue_depth=d, tools=sorted(self.tools_of(m)),
+                          slots=sum(w.slots for w in self.workers_of(m)),
+                          slots_busy=sum(w.slots_busy for w in self.workers_of(m)))
                 for m, d in zip(models, depths, strict=True)]
 
     def resolve(self, request: JobRequest) -> str:

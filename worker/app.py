@@ -56,12 +56,15 @@ def create_worker(settings: WorkerSettings, engine: Engine, *, worker_id: Option
     model = settings.model_name or engine.name
     worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
     holder: dict[str, WorkerState] = {}
+    # One job per slot: a job that runs its tools leaves its slot to another job meanwhile.
+    max_jobs = settings.max_jobs if settings.max_jobs is not None else engine.stats().slots
 
     async def startup(redis: Any) -> None:
         registry = load_tool_modules(settings.tool_modules)
         store = JobStore(redis, event_ttl_s=settings.event_ttl_s, stream_maxlen=settings.stream_maxlen)
         state = WorkerState(settings=settings, engine=engine, loop=build_loop(settings, engine, registry), store=store,
-                            leases=Leases(redis), registry=registry, model=model, worker_id=worker_id)
+                            leases=Leases(redis), registry=registry, model=model, worker_id=worker_id,
+                            max_jobs=max_jobs)
         holder["state"] = state
         state.background.append(asyncio.create_task(heartbeat(state)))
         log.info("worker ready", worker_id=worker_id, model=model, queue=keys.queue(model),
@@ -81,7 +84,7 @@ def create_worker(settings: WorkerSettings, engine: Engine, *, worker_id: Option
 
     return make_worker(
         model=model, worker_id=worker_id, redis_url=settings.redis_url, run=run, on_startup=startup,
-        on_shutdown=shutdown, max_jobs=settings.max_jobs,
+        on_shutdown=shutdown, max_jobs=max_jobs,
         job_timeout_s=settings.job_timeout_cap_s + 60,  # a job's own deadline stops it; the queue's is a backstop
         poll_delay_s=settings.poll_delay_s, wake=settings.wake_on_enqueue, shutdown_grace_s=settings.shutdown_grace_s,
         handle_signals=handle_signals,

@@ -24,7 +24,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import structlog
 
@@ -205,7 +205,8 @@ class ConversationLoop:
         gen = await self.engine.generate(GenerationRequest(
             segments=prompt.segments, max_tokens=request.max_tokens, temperature=request.temperature,
             seed=request.seed, stop=self.fmt.stop, grammar=grammar, grammar_trigger=trigger,
-            stop_event=stop_event, on_text=sink.push_text if request.stream_tokens else None))
+            stop_event=stop_event, on_text=sink.push_text if request.stream_tokens else None,
+            stop_check=self._repeat_check({t["function"]["name"] for t in tools}) if tools else None))
         state.usage.add(Usage(prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens,
                               cached_prompt_tokens=gen.cached_tokens))
         state.generate_ms += gen.prompt_ms + gen.decode_ms
@@ -215,6 +216,26 @@ class ConversationLoop:
         if gen.stop_reason == "aborted":
             raise Aborted()
         return gen
+
+    def _repeat_check(self, names: set[str]) -> Callable[[str], bool]:
+        """Stop a turn as soon as it holds the same call (name and arguments) twice.
+
+        Small models repeat a call until max_tokens, and the repeats are dropped anyway
+        (``_without_repeats``), so every token after the second copy is wasted decode time. The
+        text is parsed again only when its newest piece can close a call (``}``, ``>`` or ``]``).
+        """
+        fmt = self.fmt
+        seen = 0
+
+        def check(text: str) -> bool:
+            nonlocal seen
+            tail, seen = text[seen:], len(text)
+            if not any(ch in tail for ch in "}>]"):
+                return False
+            calls = fmt.parse(text, names).tool_calls
+            return len(_without_repeats(calls)) < len(calls)
+
+        return check
 
     def _grammar(self, tools: list[ToolDefinition], required: bool, parallel: bool) -> tuple[Optional[str], Optional[str]]:
         """(grammar, lazy trigger). Required: the whole output is calls. Auto: free text, and a

@@ -40,7 +40,7 @@ class WorkerSettings(BaseSettings):
     # CPU, where llama.cpp's batched decoding gains little past 4 sequences (llama-batched-bench
     # on 2 cores: 76 / 109 / 134 / 155 tok/s at 1 / 2 / 4 / 8) and each slot costs KV memory and
     # step time; 16 with a GPU, where a step over 16 sequences costs about what one does.
-    slots: int = Field(default=0, ge=0, le=256)  # 0: that default
+    slots: Optional[int] = Field(default=None, ge=1, le=256)  # None: that default (see engine_slots)
     n_batch: int = Field(default=256, ge=8)
     n_threads: Optional[int] = None  # default: all cores (llama-cpp-python's default is half)
     n_gpu_layers: int = 0  # `toolq worker --gpu N` sets -1 (all layers)
@@ -56,7 +56,7 @@ class WorkerSettings(BaseSettings):
     tool_timeout_s: float = Field(default=30.0, gt=0)
 
     # Jobs
-    max_jobs: int = Field(default=0, ge=0)  # 0: the slot count
+    max_jobs: Optional[int] = Field(default=None, ge=1)  # None: one job per slot of the engine
     job_timeout_s: float = Field(default=300.0, gt=0)  # default per job
     job_timeout_cap_s: float = Field(default=3600.0, gt=0)  # what a job may ask for at most
     lease_ms: int = Field(default=2000, ge=200)
@@ -74,11 +74,13 @@ class WorkerSettings(BaseSettings):
             self.model_path = bundled_model_path()
         if self.model_name is None and self.model_path is not None:
             self.model_name = Path(self.model_path).stem
-        if not self.slots:
-            self.slots = 16 if (self.gpu is not None or self.n_gpu_layers != 0) else 4
-        if not self.max_jobs:
-            self.max_jobs = self.slots
         return self
+
+    @property
+    def engine_slots(self) -> int:
+        if self.slots is not None:
+            return self.slots
+        return 16 if (self.gpu is not None or self.n_gpu_layers != 0) else 4
 
     def template_path(self) -> Optional[Path]:
         """The template file, or None when the model's own (GGUF) template is asked for."""

@@ -17,11 +17,12 @@ from collections.abc import Sequence as Seq
 from pathlib import Path
 from typing import Any
 
-from worker.engine.scheduler import EngineStats, Scheduler
+from worker.engine.scheduler import Scheduler
 from worker.engine.sequence import Sequence
 from worker.generation import (
     ContextLengthExceeded,
     EngineError,
+    EngineStats,
     GenerationRequest,
     GenerationResult,
     Segment,
@@ -260,7 +261,7 @@ def load_engine(settings: Any) -> LlamaEngine:
     return LlamaEngine(
         settings.model_path,
         n_ctx=settings.n_ctx,
-        slots=settings.slots,
+        slots=settings.engine_slots,
         n_batch=settings.n_batch,
         n_threads=settings.n_threads,
         n_gpu_layers=settings.n_gpu_layers,

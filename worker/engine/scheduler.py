@@ -18,7 +18,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import llama_cpp
@@ -27,25 +26,9 @@ import structlog
 from worker.engine.sampling import TokenSampler
 from worker.engine.sequence import Sequence
 from worker.engine.slots import Slot, place
-from worker.generation import EngineError, GenerationResult
+from worker.generation import EngineError, EngineStats, GenerationResult
 
 log = structlog.get_logger("worker.engine")
-
-
-@dataclass
-class EngineStats:
-    """Counters since start; the worker's metrics turn them into rates."""
-
-    slots: int = 0
-    busy: int = 0
-    waiting: int = 0
-    steps: int = 0
-    batch_tokens: int = 0  # tokens decoded, prompt and generated
-    batch_sequences: int = 0  # sequences in each step, summed (batch_sequences / steps = mean batch size)
-    prefill_tokens: int = 0
-    decode_tokens: int = 0
-    prefill_s: float = 0.0  # time in steps that carried prompt tokens
-    decode_s: float = 0.0  # time in steps that carried only generated tokens
 
 
 _CLOSE = object()
