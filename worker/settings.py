@@ -41,6 +41,10 @@ class WorkerSettings(BaseSettings):
     # on 2 cores: 76 / 109 / 134 / 155 tok/s at 1 / 2 / 4 / 8) and each slot costs KV memory and
     # step time; 16 with a GPU, where a step over 16 sequences costs about what one does.
     slots: Optional[int] = Field(default=None, ge=1, le=256)  # None: that default (see engine_slots)
+    # Prompt tokens one decode step takes while other slots are generating: a step's time bounds
+    # how long every generating slot waits for its next token and how fast a cancel lands. On a
+    # CPU a step costs about 10 ms a token, so the default is 32 there; a GPU takes n_batch.
+    prefill_chunk: Optional[int] = Field(default=None, ge=1)
     n_batch: int = Field(default=256, ge=8)
     n_threads: Optional[int] = None  # default: all cores (llama-cpp-python's default is half)
     n_gpu_layers: int = 0  # `toolq worker --gpu N` sets -1 (all layers)
@@ -75,6 +79,12 @@ class WorkerSettings(BaseSettings):
         if self.model_name is None and self.model_path is not None:
             self.model_name = Path(self.model_path).stem
         return self
+
+    @property
+    def engine_prefill_chunk(self) -> int:
+        if self.prefill_chunk is not None:
+            return self.prefill_chunk
+        return self.n_batch if (self.gpu is not None or self.n_gpu_layers != 0) else 32
 
     @property
     def engine_slots(self) -> int:

@@ -53,6 +53,7 @@ class LlamaEngine:
         n_ctx: int = 4096,
         slots: int = 1,
         n_batch: int = 256,
+        prefill_chunk: int | None = None,
         n_threads: int | None = None,
         n_gpu_layers: int = 0,
         flash_attn: bool = False,
@@ -116,6 +117,7 @@ class LlamaEngine:
             self.n_vocab,
             slots=slots,
             n_batch=n_batch,
+            prefill_chunk=prefill_chunk or n_batch,
             is_eog=lambda t: bool(llama_cpp.llama_vocab_is_eog(self._vocab, t)),
             piece=self._piece_bytes,
         )
@@ -263,6 +265,7 @@ def load_engine(settings: Any) -> LlamaEngine:
         n_ctx=settings.n_ctx,
         slots=settings.engine_slots,
         n_batch=settings.n_batch,
+        prefill_chunk=settings.engine_prefill_chunk,
         n_threads=settings.n_threads,
         n_gpu_layers=settings.n_gpu_layers,
         flash_attn=settings.flash_attn,

@@ -43,6 +43,7 @@ class Scheduler:
         *,
         slots: int,
         n_batch: int,
+        prefill_chunk: int,
         is_eog: Callable[[int], bool],
         piece: Callable[[int], bytes],
     ):
@@ -52,6 +53,7 @@ class Scheduler:
         self._is_eog = is_eog
         self._piece = piece
         self.n_batch = n_batch
+        self.prefill_chunk = max(1, prefill_chunk)
         self.slots = [Slot(i) for i in range(slots)]
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -94,6 +96,7 @@ class Scheduler:
                     self._fail_all(EngineError("the engine is closed"))
                     return
                 self._waiting.append(item)
+                self._count()
                 try:
                     item = self._inbox.get_nowait()
                 except queue.Empty:
@@ -105,8 +108,6 @@ class Scheduler:
                 log.error("engine step failed", error=repr(e))
                 self._fail_all(EngineError(f"engine step failed: {e!r}"), keep_waiting=True)
                 self._forget_caches()
-            self.stats.busy = len(self._running)
-            self.stats.waiting = len(self._waiting)
 
     def _admit(self) -> None:
         """Give waiting sequences a slot, in arrival order, while slots are free."""
@@ -140,6 +141,7 @@ class Scheduler:
                 self._finish(seq, error=e)
                 continue
             self._running.append(seq)
+            self._count()
 
     def _step(self) -> None:
         for seq in [s for s in self._running if s.request.stop_event.is_set()]:
@@ -158,12 +160,16 @@ class Scheduler:
                 seq.next_token = None
                 n += 1
         n_generated = n
+        # While sequences are generating, each step carries at most prefill_chunk prompt tokens,
+        # so one step (and so a cancel, or the next token of every generating sequence) never
+        # waits long behind a long prompt; with nothing generating, prompts take the whole batch.
+        room = min(self.n_batch, n + self.prefill_chunk) if n else self.n_batch
         for seq in self._running:
-            if n >= self.n_batch:
+            if n >= room:
                 break
             if not seq.pending:
                 continue
-            chunk = seq.pending[: self.n_batch - n]
+            chunk = seq.pending[: room - n]
             base = len(seq.slot.tokens)  # type: ignore[union-attr]
             last = len(chunk) == len(seq.pending)
             for i, token in enumerate(chunk):
@@ -226,6 +232,7 @@ class Scheduler:
     ) -> None:
         if seq in self._running:
             self._running.remove(seq)
+        self._count()
         slot = seq.slot
         if slot is not None:
             if broken:
@@ -246,6 +253,11 @@ class Scheduler:
                 seq.future.set_exception(e)
                 return
             seq.future.set_result(result)
+
+    def _count(self) -> None:
+        # before a future is settled, so a caller that sees its result sees the counts after it
+        self.stats.busy = len(self._running)
+        self.stats.waiting = len(self._waiting)
 
     def _fail_all(self, error: Exception, *, keep_waiting: bool = False) -> None:
         for seq in list(self._running):
