@@ -23,7 +23,7 @@ from worker.tools import ToolRegistry
 
 
 def call(name: str, **args: Any) -> str:
-    return f'<tool_call>\n{json.dumps({"name": name, "arguments": args})}\n</tool_call>'
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': args})}\n</tool_call>"
 
 
 class Sink:
@@ -268,9 +268,14 @@ async def test_resume_runs_only_the_unanswered_calls(registry):
     loop, _ = make_loop(registry, ["All done."])
     a = ToolCall(function={"name": "add", "arguments": {"a": 1, "b": 2}})
     b = ToolCall(function={"name": "add", "arguments": {"a": 5, "b": 5}})
-    state = LoopState(messages=[Message(role="user", content="go"),
-                                Message(role="assistant", tool_calls=[a, b]),
-                                Message(role="tool", tool_call_id=a.id, name="add", content="3")], iterations=1)
+    state = LoopState(
+        messages=[
+            Message(role="user", content="go"),
+            Message(role="assistant", tool_calls=[a, b]),
+            Message(role="tool", tool_call_id=a.id, name="add", content="3"),
+        ],
+        iterations=1,
+    )
     sink = Sink()
     out = await loop.run(req(), sink, state=LoopState.from_checkpoint(state.checkpoint()))
     assert registry.ran == [("add", 5, 5)]

@@ -8,7 +8,8 @@ starts with a recipient: ``all`` for plain content, or a tool name followed by
 from __future__ import annotations
 
 import json
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from toolq.protocol import ToolCall
 from worker import jsonish
@@ -102,7 +103,7 @@ def _read_segment(seg: str, last: bool, n: int, out: ParsedOutput, pieces: list[
             pieces.append(seg)
         return
     recipient = seg[:k].strip()
-    body = seg[k + len(CONTENT):]
+    body = seg[k + len(CONTENT) :]
     if recipient in ("all", ""):
         pieces.append(body)
         return
@@ -130,12 +131,12 @@ def parse_functionary(text: str) -> ParsedOutput:
         segments = text.split(FROM)
         first = segments[0]
         if first.lstrip().startswith(RECIPIENT):
-            first = first.lstrip()[len(RECIPIENT):]
+            first = first.lstrip()[len(RECIPIENT) :]
         rest = []
         for seg in segments[1:]:
             # "<|from|>assistant\n<|recipient|>NAME..." - keep what follows the recipient tag.
             r = seg.find(RECIPIENT)
-            rest.append(seg[r + len(RECIPIENT):] if r != -1 else seg)
+            rest.append(seg[r + len(RECIPIENT) :] if r != -1 else seg)
         all_segments = ([first] if first.strip() else []) + rest
         pieces: list[str] = []
         for i, seg in enumerate(all_segments):
@@ -154,7 +155,7 @@ class FunctionaryV2Format(ToolCallFormat):
     trigger = None  # every message opens with a recipient; there is no tag to wait for
     stop = (STOP,)
 
-    def system_prompt(self, tools: Sequence[ToolDefinition], variant: Optional[str] = None) -> str:
+    def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
         return namespace_prompt(tools)
 
     def _rules(self, b: GrammarBuilder, tools: Sequence[ToolDefinition]) -> tuple[str, str]:
@@ -192,7 +193,7 @@ class FunctionaryV2Format(ToolCallFormat):
         # No trigger: the nearest thing is "the output is calls only".
         return self.grammar(tools, required=True)
 
-    def parse(self, text: str, tool_names: Optional[set[str]] = None) -> ParsedOutput:
+    def parse(self, text: str, tool_names: set[str] | None = None) -> ParsedOutput:
         return parse_functionary(text)
 
     def render_tool_calls(self, calls: Sequence[ToolCall]) -> str:
