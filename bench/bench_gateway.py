@@ -50,7 +50,7 @@ JOB = {"messages": [{"role": "user", "content": "hi"}]}
 
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
 
 
 def cpu_s(pid: int) -> float:

@@ -35,7 +35,7 @@ from toolq.protocol import EventType, JobRequest, Message
 
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
 async def pickup(url: str, jobs: int) -> tuple[list[float], list[float]]:

@@ -11,7 +11,7 @@ import json
 import secrets
 import time
 from enum import Enum
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -109,7 +109,7 @@ class NamedToolChoice(_Model):
         return self.function["name"]
 
 
-ToolChoice = Union[Literal["auto", "none", "required"], NamedToolChoice]
+ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 
 
 class JobRequest(_Model):

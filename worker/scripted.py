@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from worker.generation import ContextLengthExceeded, GenerationRequest, GenerationResult, StopReason, generate_in_thread
 
-Reply = Union[str, Callable[[str], str]]
+Reply = str | Callable[[str], str]
 
 
 @dataclass

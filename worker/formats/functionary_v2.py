@@ -182,7 +182,8 @@ class FunctionaryV2Format(ToolCallFormat):
             # Text that never writes "<|from|>": a new message can only start through the rules.
             b.add(
                 "not-from",
-                '([^<] | "<" ([^|] | "|" ([^f] | "f" ([^r] | "r" ([^o] | "o" ([^m] | "m" ([^|] | "|" ([^>])?)?)?)?)?)?)?)',
+                '([^<] | "<" ([^|] | "|" ([^f] | "f" ([^r] | "r" ([^o] | "o" '
+                '([^m] | "m" ([^|] | "|" ([^>])?)?)?)?)?)?)?)',
             )
             b.add("content-without-start", f"{literal(_PLAIN)} not-from*")
             b.add("content", "start content-without-start")

@@ -141,7 +141,7 @@ def _coarse_segments(plain: str, marked: str) -> list[tuple[str, bool]]:
 
 def _common_prefix(a: str, b: str) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1

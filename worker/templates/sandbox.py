@@ -29,7 +29,7 @@ class _GenerationTag(Extension):
     """``{% generation %}...{% endgeneration %}`` (used by some HF templates to mark assistant
     text for training masks): render the body as is."""
 
-    tags = {"generation"}
+    tags = {"generation"}  # noqa: RUF012  # jinja2.ext.Extension declares tags as a plain attribute
 
     def parse(self, parser: Any) -> list[nodes.Node]:
         next(parser.stream)

@@ -69,7 +69,7 @@ def order_keys(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _type_hints(fn: Callable[..., Any], name: str) -> dict[str, Any]:
-    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(fn, "__call__", fn)
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(fn, "__call__", fn)  # noqa: B004  # a callable instance: its __call__ method
     try:
         return typing.get_type_hints(target, include_extras=True)
     except Exception as exc:  # a forward reference that cannot be resolved, typically

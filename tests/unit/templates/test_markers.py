@@ -129,7 +129,10 @@ def test_any_text_renders_exactly_and_stays_untrusted(user, result, arg):
     ]
     prompt = HERMES_2_PRO.render(msgs, tools=[], fmt=HERMES)
     check_segments(prompt)
-    clean = lambda s: s.replace("\ufdd0", "").replace("\ufdd1", "")
+
+    def clean(s: str) -> str:
+        return s.replace("\ufdd0", "").replace("\ufdd1", "")
+
     call = HERMES.render_tool_calls(
         Message.model_validate(
             {
