@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Path, Query, Response
 
@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 MAX_SEQ = 2**62  # stream ids are 64-bit; a larger "after" would be a Redis error, not a 4xx
 JobId = Annotated[str, Path(min_length=1, max_length=128, description="the job id from POST /v1/jobs")]
-_ERRORS = {code: {"model": ErrorBody} for code in (401, 404, 422)}
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 422)}
 
 
 async def owned(state: GatewayState, job_id: str, tenant: str) -> dict[str, str]:
@@ -82,6 +82,7 @@ async def submit_job(
     if not created:  # the job the key already names
         response.status_code = 200
         return JobAccepted.of_record(job_id, await owned(state, job_id, tenant), created=False)
+    assert model is not None  # the submit script creates a job only when the checks chose its model
     return JobAccepted(job_id=job_id, status=JobStatus.queued, model=model, created=True, links=Links.of(job_id))
 
 

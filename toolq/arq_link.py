@@ -151,7 +151,10 @@ class WakeableWorker(Worker):
         """Block until a job may be waiting: a wake token when idle, a finished job when busy."""
         if self.job_counter < self.max_jobs:
             try:
-                await self.pool.blpop([self.wake_key], timeout=timeout)
+                # redis-py types each command for both clients (a result or an awaitable); BLPOP takes
+                # fractional seconds since Redis 6, though redis-py types the timeout as an int.
+                woken = self.pool.blpop([self.wake_key], timeout=timeout)  # type: ignore[arg-type]
+                await cast("Awaitable[list[bytes] | None]", woken)
             except (RedisError, OSError):
                 await asyncio.sleep(timeout)
         else:

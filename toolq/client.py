@@ -42,9 +42,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Coroutine, Iterator
 from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from httpx_sse import aconnect_sse
@@ -54,7 +54,12 @@ from toolq import errors
 from toolq.api import JobView, ModelView, ToolSpec
 from toolq.protocol import Event, JobRequest, JobResult, JobStatus, Message
 
+if TYPE_CHECKING:
+    from toolq.jobstore import JobStore
+
 __all__ = ["Client", "ClientSettings", "SyncClient"]
+
+T = TypeVar("T")
 
 DIRECT_TENANT = "default"  # direct-mode jobs belong to the tenant an open gateway uses
 
@@ -99,9 +104,9 @@ class Client:
         self.direct = redis_url is not None
         self.reconnect_attempts = reconnect_attempts
         self.stream_read_timeout = stream_read_timeout
-        self._store: Any = None
+        self._store: JobStore | None = None
         self._http: httpx.AsyncClient | None = None
-        if self.direct:
+        if redis_url is not None:
             from toolq.jobstore import JobStore  # Redis mode only: HTTP users need no arq
 
             self._store = JobStore.from_url(redis_url)
@@ -126,6 +131,11 @@ class Client:
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
 
+    @property
+    def _jobs(self) -> JobStore:
+        assert self._store is not None, "Redis mode only"
+        return self._store
+
     # ------------------------------------------------------------------ HTTP plumbing
 
     async def _call(self, method: str, path: str, **kw: Any) -> Any:
@@ -147,24 +157,23 @@ class Client:
         if self.direct:
             from toolq.registry import read_fleet
 
-            model = (await read_fleet(self._store.redis)).resolve(req)
-            job_id, _ = await self._store.submit(
-                req, model=model, tenant=DIRECT_TENANT, idempotency_key=idempotency_key
-            )
+            model = (await read_fleet(self._jobs.redis)).resolve(req)
+            job_id, _ = await self._jobs.submit(req, model=model, tenant=DIRECT_TENANT, idempotency_key=idempotency_key)
             return job_id
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         body = await self._call(
             "POST", "/v1/jobs", json=req.model_dump(mode="json", exclude_unset=True), headers=headers
         )
-        return body["job_id"]
+        accepted: str = body["job_id"]
+        return accepted
 
     async def job(self, job_id: str) -> JobView:
         """Status and, once ended, result of a job."""
         if self.direct:
-            return JobView.of_record(job_id, await self._direct(self._store.record(job_id), job_id))
+            return JobView.of_record(job_id, await self._direct(self._jobs.record(job_id), job_id))
         return JobView.model_validate(await self._call("GET", f"/v1/jobs/{job_id}"))
 
-    async def events(self, job_id: str, after: int | None = None) -> AsyncIterator[Event]:
+    async def events(self, job_id: str, after: int | None = None) -> AsyncGenerator[Event, None]:
         """Every event of the job after ``after`` (default: from the start), live until the
         terminal one. A dropped connection is resumed from the last seq received, so each event
         comes exactly once; after ``reconnect_attempts`` failures in a row it gives up."""
@@ -222,10 +231,10 @@ class Client:
         from toolq.jobstore import JobNotFound
 
         try:
-            rec = await self._store.record(job_id)
+            rec = await self._jobs.record(job_id)
             if rec.get("terminal") == "1" and last >= int(rec.get("seq", 0)):
                 raise _Ended()  # JobStore.follow would wait for an event that never comes
-            async for event in self._store.follow(job_id, last):
+            async for event in self._jobs.follow(job_id, last):
                 if event is not None:
                     yield event
         except JobNotFound:
@@ -254,7 +263,7 @@ class Client:
         """Cancel a queued or running job; returns the status right after (running while the
         worker is stopping it; the ``cancelled`` event follows)."""
         if self.direct:
-            return await self._direct(self._store.cancel(job_id), job_id)
+            return await self._direct(self._jobs.cancel(job_id), job_id)
         return JobStatus((await self._call("POST", f"/v1/jobs/{job_id}/cancel"))["status"])
 
     # ------------------------------------------------------------------ catalog
@@ -264,7 +273,7 @@ class Client:
         if self.direct:
             from toolq.registry import read_fleet
 
-            return (await read_fleet(self._store.redis)).tool_specs()
+            return (await read_fleet(self._jobs.redis)).tool_specs()
         return [ToolSpec.model_validate(t) for t in (await self._call("GET", "/v1/tools"))["tools"]]
 
     async def models(self) -> list[ModelView]:
@@ -272,11 +281,11 @@ class Client:
         if self.direct:
             from toolq.registry import read_fleet
 
-            fleet = await read_fleet(self._store.redis)
-            return await fleet.describe(self._store.redis, fleet.models())
+            fleet = await read_fleet(self._jobs.redis)
+            return await fleet.describe(self._jobs.redis, fleet.models())
         return [ModelView.model_validate(m) for m in (await self._call("GET", "/v1/models"))["models"]]
 
-    async def _direct(self, coro: Any, job_id: str) -> Any:
+    async def _direct(self, coro: Awaitable[T], job_id: str) -> T:
         from toolq.jobstore import JobNotFound
 
         try:
@@ -324,7 +333,7 @@ class SyncClient:
 
         self._client = self._run(make())
 
-    def _run(self, coro: Any) -> Any:
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def submit(

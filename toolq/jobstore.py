@@ -83,7 +83,7 @@ def _event_parts(job_id: str, type: EventType, data: dict[str, Any] | None, ts: 
     return head, tail
 
 
-def _decode(h: dict) -> dict[str, str]:
+def _decode(h: dict[bytes, bytes]) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in h.items()}
 
 
@@ -184,7 +184,7 @@ class JobStore:
             status = _STATUS_OF_TERMINAL[type]
         ts = now_ms()
         head, tail = _event_parts(job_id, type, data, ts)
-        seq = await self._emit(
+        seq: int = await self._emit(
             job=keys.job(job_id),
             log=keys.log(job_id),
             job_channel=keys.events_channel(job_id),

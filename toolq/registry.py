@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from toolq import keys
 from toolq.api import ModelView, ToolSpec
@@ -211,8 +211,9 @@ def local_worker_alive(redis_url: str, host: str | None = None) -> bool:
     host = host or socket.gethostname()
     r = redis_sync.Redis.from_url(redis_url, socket_connect_timeout=2, socket_timeout=2)
     try:
-        for wid in r.smembers(keys.WORKERS):
-            if r.hget(keys.worker(wid.decode()), "host") == host.encode():
+        # A sync client: redis-py types its commands for both clients (a result or an awaitable).
+        for wid in cast("set[bytes]", r.smembers(keys.WORKERS)):
+            if cast("bytes | None", r.hget(keys.worker(wid.decode()), "host")) == host.encode():
                 return True
         return False
     finally:

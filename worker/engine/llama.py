@@ -32,12 +32,16 @@ from worker.generation import (
     GenerationRequest,
     GenerationResult,
     Segment,
+    StopReason,
     generate_in_thread,
 )
 from worker.grammar.check import GrammarError, check_grammar
 
 _token_data_dtype = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")], align=True)
 _TOP_K = 64  # candidates tried before a grammar is applied to the whole vocabulary
+
+
+_log_callback = None
 
 
 def _silence_llama_log() -> None:
@@ -47,7 +51,8 @@ def _silence_llama_log() -> None:
         if level == 4:  # GGML_LOG_LEVEL_ERROR (0 none, 1 debug, 2 info, 3 warn, 5 continuation)
             os.write(2, text)
 
-    _silence_llama_log.cb = _log  # keep a reference: C holds only the pointer
+    global _log_callback
+    _log_callback = _log  # keep a reference: C holds only the pointer
     llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
 
 
@@ -252,6 +257,7 @@ class LlamaEngine:
         return chain
 
     def _make_grammar(self, req: GenerationRequest):
+        assert req.grammar is not None  # called only for a request with a grammar
         gbnf = req.grammar.encode("utf-8")
         if req.grammar_trigger:
             # The pattern must match all the output so far; the grammar is fed from group 1 on.
@@ -268,7 +274,7 @@ class LlamaEngine:
         return smpl
 
     def _grammar_allows(self, grammar, token: int) -> bool:
-        self._one_data[0].id = token
+        self._one_data[0].id = token  # type: ignore[assignment]  # ctypes converts; llama_cpp annotates the field c_int32
         self._one_data[0].logit = 0.0
         self._one_data[0].p = 0.0
         self._one.data = self._one_data
@@ -317,7 +323,7 @@ class LlamaEngine:
         # samplers may have moved the data pointer; read the selected entry through it
         return int(arr.data[arr.selected].id)
 
-    def _decode(self, req: GenerationRequest, chain, grammar, budget: int) -> tuple[str, str, int]:
+    def _decode(self, req: GenerationRequest, chain, grammar, budget: int) -> tuple[str, StopReason, int]:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         stops = [s for s in req.stop if s]
         hold = max((len(s) for s in stops), default=1) - 1  # text held back in case a stop string starts
@@ -325,7 +331,7 @@ class LlamaEngine:
         emitted = 0
         n_out = 0
         one = (llama_cpp.llama_token * 1)()
-        reason = "length"
+        reason: StopReason = "length"
         while n_out < budget:
             if req.stop_event.is_set():
                 reason = "aborted"

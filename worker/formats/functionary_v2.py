@@ -56,7 +56,8 @@ def ts_type(schema: Any, depth: int = 0) -> str:
 
 
 def _ts_fields(schema: dict, depth: int) -> str:
-    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    required = schema.get("required")
+    required = required if isinstance(required, list) else []
     lines = []
     props = schema.get("properties") or {}
     for key, sub in props.items():
@@ -121,7 +122,10 @@ def _read_segment(seg: str, last: bool, n: int, out: ParsedOutput, pieces: list[
             out.errors.append(f"tool call {n} ({recipient}): arguments are not valid JSON: {e}")
             return
     result = call_from_value({"name": recipient, "arguments": args}, n)
-    (out.tool_calls if isinstance(result, ToolCall) else out.errors).append(result)
+    if isinstance(result, ToolCall):
+        out.tool_calls.append(result)
+    else:
+        out.errors.append(result)
 
 
 def parse_functionary(text: str) -> ParsedOutput:

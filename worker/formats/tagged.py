@@ -162,7 +162,10 @@ class _Reader:
 
     def add(self, results: list[ToolCall | str]) -> None:
         for r in results:
-            (self.calls if isinstance(r, ToolCall) else self.errors).append(r)
+            if isinstance(r, ToolCall):
+                self.calls.append(r)
+            else:
+                self.errors.append(r)
         self.n += len(results)
 
     def read_body(self, body: str) -> None:
@@ -175,7 +178,8 @@ class _Reader:
         self.add(calls_from_value(value, self.n + 1))
 
     def run(self) -> None:
-        text, pos = self.text, 0
+        text = self.text
+        pos: int | None = 0
         while True:
             k = text.find(self.open_tag, pos)
             t = text.find(THINK_OPEN, pos)
@@ -211,7 +215,7 @@ class _Reader:
         j = _skip_fence_open(text, _skip_ws(text, j))
         if j < len(text) and text[j] in "{[":
             scan = jsonish.scan_value(text, j, stops=(self.close_tag, self.open_tag))
-            if scan.complete:
+            if scan.end is not None:  # complete
                 self.read_body(text[j : scan.end])
                 after = _skip_fence_close(text, scan.end)
                 # Without a closing tag, whatever follows is ordinary text. Before one, stray
@@ -230,7 +234,8 @@ class _Reader:
                 if scan.stop == self.close_tag:
                     return scan.stopped_at + len(self.close_tag)
                 return scan.stopped_at
-            return self.truncated_call()
+            self.truncated_call()
+            return None
         # Not JSON at all: the body runs to the closing tag, or the next call, or the end.
         close = text.find(self.close_tag, j)
         nxt = text.find(self.open_tag, j)
@@ -241,7 +246,8 @@ class _Reader:
             self.read_body(text[j:nxt])
             return nxt
         if not text[j:].strip() or text[j:].strip().startswith("`"):
-            return self.truncated_call()
+            self.truncated_call()
+            return None
         self.read_body(text[j:])
         return None
 

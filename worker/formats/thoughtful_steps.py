@@ -72,7 +72,10 @@ def _read_step(step: dict) -> ParsedOutput:
         out = ParsedOutput(content="")
         for i, raw in enumerate(calls, 1):
             r = call_from_value(raw, i)
-            (out.tool_calls if isinstance(r, ToolCall) else out.errors).append(r)
+            if isinstance(r, ToolCall):
+                out.tool_calls.append(r)
+            else:
+                out.errors.append(r)
         if not calls:
             out.errors.append('"tool_calls" is empty: give at least one call, or a "result"')
         return out

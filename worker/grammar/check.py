@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 __all__ = ["GrammarError", "check_grammar", "checked_rules"]
 
@@ -50,7 +51,7 @@ class _Parser:
     def line(self, i: int | None = None) -> int:
         return self.text.count("\n", 0, self.i if i is None else i) + 1
 
-    def fail(self, msg: str) -> None:
+    def fail(self, msg: str) -> NoReturn:
         where = f" in rule '{self.current}'" if self.current else ""
         raise GrammarError(f"line {self.line()}{where}: {msg}")
 
@@ -131,6 +132,7 @@ class _Parser:
                 items.append([("group", group), 1, 1])
             elif c and _NAME.match(c):
                 m = _NAME.match(self.text, self.i)
+                assert m is not None  # the character at i starts a name
                 self.refs.append((m.group(0), self.current, self.i))
                 items.append([("ref", m.group(0)), 1, 1])
                 self.i = m.end()
