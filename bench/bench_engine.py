@@ -24,20 +24,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import llama_cpp  # noqa: E402
-import numpy as np  # noqa: E402
+import llama_cpp
+import numpy as np
 
-from toolq.protocol import JobRequest, Message  # noqa: E402
-from worker.app import build_loop  # noqa: E402
-from worker.engine import LlamaEngine  # noqa: E402
-from worker.formats import get_format  # noqa: E402
-from worker.generation import GenerationRequest  # noqa: E402
-from worker.settings import WorkerSettings  # noqa: E402
-from worker.templates import ChatTemplate  # noqa: E402
-from worker.tools import load_tool_modules  # noqa: E402
+from toolq.protocol import JobRequest, Message
+from worker.app import build_loop
+from worker.engine import LlamaEngine
+from worker.formats import get_format
+from worker.generation import GenerationRequest
+from worker.settings import WorkerSettings
+from worker.templates import ChatTemplate
+from worker.tools import load_tool_modules
 
-STORY = [("<|im_start|>user\n", True), ("Write a long, detailed story about a lighthouse keeper.", False),
-         ("<|im_end|>\n<|im_start|>assistant\n", True)]
+STORY = [
+    ("<|im_start|>user\n", True),
+    ("Write a long, detailed story about a lighthouse keeper.", False),
+    ("<|im_end|>\n<|im_start|>assistant\n", True),
+]
 
 
 def anchor_tps(eng: LlamaEngine, segments, n_tokens: int) -> float:
@@ -46,7 +49,7 @@ def anchor_tps(eng: LlamaEngine, segments, n_tokens: int) -> float:
     llama_cpp.llama_memory_clear(eng._mem, True)
     eng._cached = []
     for i in range(0, len(tokens), eng.n_batch):
-        chunk = tokens[i:i + eng.n_batch]
+        chunk = tokens[i : i + eng.n_batch]
         arr = (llama_cpp.llama_token * len(chunk))(*chunk)
         llama_cpp.llama_decode(eng._ctx, llama_cpp.llama_batch_get_one(arr, len(chunk)))
     chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
@@ -92,8 +95,13 @@ def prefix_reuse(eng: LlamaEngine, settings: WorkerSettings) -> tuple[int, int, 
         async def tool_result(self, *a, **k): ...
         def push_text(self, t): ...
 
-    request = JobRequest(messages=[Message(role="user", content="Calculate the zorbix of 15 and 7")],
-                         tools=["calculate_zorbix"], tool_choice="required", max_tokens=64, max_iterations=3)
+    request = JobRequest(
+        messages=[Message(role="user", content="Calculate the zorbix of 15 and 7")],
+        tools=["calculate_zorbix"],
+        tool_choice="required",
+        max_tokens=64,
+        max_iterations=3,
+    )
     asyncio.run(loop.run(request, Sink()))
     eng.generate = real  # type: ignore[method-assign]
     (p1, _), (p2, r2) = seen[0], seen[1]
@@ -122,13 +130,17 @@ def main() -> None:
         a_runs.append(anchor_tps(eng, STORY, args.tokens))
         e_runs.append(engine_tps(eng, STORY, args.tokens))
     a, e = statistics.median(x for x, _ in a_runs), statistics.median(x for x, _ in e_runs)
-    print(f"decode: tight low-level loop {a:6.1f} tok/s ({a_runs[0][1]} tokens)   engine.generate {e:6.1f} tok/s "
-          f"({e_runs[0][1]} tokens)   ratio {e / a:.3f}  (target >= 0.95)")
+    print(
+        f"decode: tight low-level loop {a:6.1f} tok/s ({a_runs[0][1]} tokens)   engine.generate {e:6.1f} tok/s "
+        f"({e_runs[0][1]} tokens)   ratio {e / a:.3f}  (target >= 0.95)"
+    )
 
     # 2. prefix reuse
     evaluated, new, total = prefix_reuse(eng, settings)
-    print(f"prefix reuse: iteration 2 evaluated {evaluated} of {total} prompt tokens; new tokens {new}; "
-          f"evaluated - new = {evaluated - new}  (target <= 8)")
+    print(
+        f"prefix reuse: iteration 2 evaluated {evaluated} of {total} prompt tokens; new tokens {new}; "
+        f"evaluated - new = {evaluated - new}  (target <= 8)"
+    )
 
     # 3. grammar cost: the same tool-calling prompt, with and without the call grammar. The call
     # has a free-text argument, so the output is long enough to time (a realistic call).
@@ -155,10 +167,14 @@ def main() -> None:
         full.append(engine_tps(eng, prompt, 120, grammar=grammar))
         del eng._grammar_allows, eng._resample_with_grammar
     f, c, u = (statistics.median(x for x, _ in runs) for runs in (free, constrained, full))
-    print(f"grammar: unconstrained {f:6.1f} tok/s ({free[0][1]} tokens)   constrained call {c:6.1f} tok/s "
-          f"({constrained[0][1]} tokens)   ratio {c / f:.3f}  (target >= 0.9)")
-    print(f"         grammar over the whole vocabulary every token: {u:6.1f} tok/s ({full[0][1]} tokens), "
-          f"ratio {u / f:.3f}")
+    print(
+        f"grammar: unconstrained {f:6.1f} tok/s ({free[0][1]} tokens)   constrained call {c:6.1f} tok/s "
+        f"({constrained[0][1]} tokens)   ratio {c / f:.3f}  (target >= 0.9)"
+    )
+    print(
+        f"         grammar over the whole vocabulary every token: {u:6.1f} tok/s ({full[0][1]} tokens), "
+        f"ratio {u / f:.3f}"
+    )
     eng.close()
 
 

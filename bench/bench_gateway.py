@@ -31,7 +31,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 import httpx
 
@@ -51,7 +50,7 @@ JOB = {"messages": [{"role": "user", "content": "hi"}]}
 
 def pct(values: list[float], q: float) -> float:
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
 
 
 def cpu_s(pid: int) -> float:
@@ -69,7 +68,7 @@ class CpuMeter:
     def __init__(self, pids: dict[str, int]):
         self.pids = pids
 
-    def __enter__(self) -> "CpuMeter":
+    def __enter__(self) -> CpuMeter:
         self.start = {name: cpu_s(pid) for name, pid in self.pids.items()}
         self.client_start = time.process_time()
         return self
@@ -82,20 +81,26 @@ class CpuMeter:
         return ", ".join(f"{name} {used * 1000 / n:.1f}" for name, used in self.used.items())
 
 
-
-
 class GatewayProcess:
     def __init__(self, redis_url: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "TOOLQ_LOG_LEVEL": "warning", "TOOLQ_REGISTRY_CACHE_S": "1",
-               "TOOLQ_MAX_QUEUE_DEPTH": "100000"}
+        env = {
+            **os.environ,
+            "TOOLQ_LOG_LEVEL": "warning",
+            "TOOLQ_REGISTRY_CACHE_S": "1",
+            "TOOLQ_MAX_QUEUE_DEPTH": "100000",
+        }
         env.pop("TOOLQ_API_KEYS", None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "toolq", "gateway", "--port", str(self.port),
-                                      "--redis", redis_url], cwd=REPO, env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "toolq", "gateway", "--port", str(self.port), "--redis", redis_url],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
-    def wait_ready(self) -> "GatewayProcess":
+    def wait_ready(self) -> GatewayProcess:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
@@ -198,6 +203,7 @@ async def throughput(url: str, redis_url: str, model: str, n_jobs: int) -> tuple
     watcher = asyncio.create_task(watch())
     gate = asyncio.Semaphore(16)
     async with httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=16)) as http:
+
         async def submit() -> None:
             async with gate:
                 r = await http.post("/v1/jobs", json={**JOB, "model": model})
@@ -221,7 +227,7 @@ async def throughput(url: str, redis_url: str, model: str, n_jobs: int) -> tuple
 # ---------------------------------------------------------------------- main
 
 
-async def run(redis_url: str, n_jobs: int, redis_pid: Optional[int]) -> None:
+async def run(redis_url: str, n_jobs: int, redis_pid: int | None) -> None:
     gateway = GatewayProcess(redis_url)
     workers = start_workers(redis_url, "instant", 1, 0.0)
     store = JobStore.from_url(redis_url)
@@ -229,8 +235,10 @@ async def run(redis_url: str, n_jobs: int, redis_pid: Optional[int]) -> None:
         gateway.wait_ready()
         http_impl = "httptools" if importlib.util.find_spec("httptools") else "h11 (pure Python)"
         loop_impl = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-        print(f"toolq gateway benchmark: {os.cpu_count()} CPU cores, Python {sys.version.split()[0]}, "
-              f"{n_jobs} jobs per latency series; uvicorn on {http_impl} + {loop_impl}\n")
+        print(
+            f"toolq gateway benchmark: {os.cpu_count()} CPU cores, Python {sys.version.split()[0]}, "
+            f"{n_jobs} jobs per latency series; uvicorn on {http_impl} + {loop_impl}\n"
+        )
         # warm up both paths (connections, imports, the worker's first job)
         await direct_latency_ms(store, "instant", 20)
         await gateway_latency_ms(gateway.url, "instant", 20)
@@ -249,16 +257,20 @@ async def run(redis_url: str, n_jobs: int, redis_pid: Optional[int]) -> None:
         print(f"   anchor  Redis PING round trip               p50 {p50_ping:7.3f} ms")
         print(f"   anchor  JobStore submit -> follow (no HTTP)  p50 {p50_direct:7.2f} ms   p99 {p99_direct:7.2f} ms")
         print(f"   gateway POST /v1/jobs -> SSE `final`        p50 {p50_gw:7.2f} ms   p99 {p99_gw:7.2f} ms")
-        print(f"   gateway / direct: p50 {p50_gw / p50_direct:.2f}x, p99 {p99_gw / p99_direct:.2f}x;"
-              f"  gateway p50 = {p50_gw / p50_ping:.0f} Redis round trips;"
-              f"  HTTP adds {p50_gw - p50_direct:.2f} ms at p50")
+        print(
+            f"   gateway / direct: p50 {p50_gw / p50_direct:.2f}x, p99 {p99_gw / p99_direct:.2f}x;"
+            f"  gateway p50 = {p50_gw / p50_ping:.0f} Redis round trips;"
+            f"  HTTP adds {p50_gw - p50_direct:.2f} ms at p50"
+        )
         print(f"   CPU ms per job, direct:  {direct_cpu.per_job(n_jobs)}")
         print(f"   CPU ms per job, gateway: {gw_cpu.per_job(n_jobs)}")
         stop_all(workers)
         workers = []
 
-        print(f"\n2. throughput, each job holds its worker {HOLD_S * 1000:.0f} ms "
-              f"(ideal: {1 / HOLD_S:.0f} jobs/s per worker)")
+        print(
+            f"\n2. throughput, each job holds its worker {HOLD_S * 1000:.0f} ms "
+            f"(ideal: {1 / HOLD_S:.0f} jobs/s per worker)"
+        )
         e2e, drain = {}, {}
         for n_workers, n_jobs_tp in ((1, 60), (4, 320)):
             model = f"hold{n_workers}"
@@ -268,23 +280,27 @@ async def run(redis_url: str, n_jobs: int, redis_pid: Optional[int]) -> None:
             stop_all(workers)
             workers = []
             ideal = n_workers / HOLD_S
-            print(f"   {n_workers} worker{'s' if n_workers > 1 else ' '}  end to end {e2e[n_workers]:6.1f} jobs/s "
-                  f"({e2e[n_workers] / ideal:.2f} of ideal)   drain {drain[n_workers]:6.1f} jobs/s "
-                  f"({drain[n_workers] / ideal:.2f} of ideal)")
+            print(
+                f"   {n_workers} worker{'s' if n_workers > 1 else ' '}  end to end {e2e[n_workers]:6.1f} jobs/s "
+                f"({e2e[n_workers] / ideal:.2f} of ideal)   drain {drain[n_workers]:6.1f} jobs/s "
+                f"({drain[n_workers] / ideal:.2f} of ideal)"
+            )
         scale, scale_drain = e2e[4] / e2e[1], drain[4] / drain[1]
         print(f"   4 workers / 1 worker: end to end {scale:.2f}x, drain {scale_drain:.2f}x")
 
         print("\ntargets")
         print(f"   p50 POST -> final under 15 ms: {p50_gw:.2f} ms  {'PASS' if p50_gw < 15 else 'FAIL'}")
-        print(f"   4 workers at least 3.5x 1 worker: end to end {scale:.2f}x  {'PASS' if scale >= 3.5 else 'FAIL'};"
-              f"  drain {scale_drain:.2f}x  {'PASS' if scale_drain >= 3.5 else 'FAIL'}")
+        print(
+            f"   4 workers at least 3.5x 1 worker: end to end {scale:.2f}x  {'PASS' if scale >= 3.5 else 'FAIL'};"
+            f"  drain {scale_drain:.2f}x  {'PASS' if scale_drain >= 3.5 else 'FAIL'}"
+        )
     finally:
         stop_all(workers)
         await store.close()
         gateway.stop()
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=500)
     p.add_argument("--redis", help="use this Redis (its keys are not cleaned up) instead of a private redis-server")

@@ -26,16 +26,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.redis_server import RedisServer  # noqa: E402  (a redis-server of the benchmark's own)
-from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
-from toolq import keys  # noqa: E402
-from toolq.jobstore import JobStore  # noqa: E402
-from toolq.protocol import EventType, JobRequest, Message  # noqa: E402
+from tests.support.redis_server import RedisServer
+from tests.support.workers import WorkerProcess, write_rules
+from toolq import keys
+from toolq.jobstore import JobStore
+from toolq.protocol import EventType, JobRequest, Message
 
 
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
 async def pickup(url: str, jobs: int) -> tuple[list[float], list[float]]:
@@ -45,8 +45,9 @@ async def pickup(url: str, jobs: int) -> tuple[list[float], list[float]]:
         for i in range(jobs + 3):
             await asyncio.sleep(0.02)  # the worker is idle and waiting, as in production
             t0 = time.perf_counter()
-            job_id, _ = await store.submit(JobRequest(messages=[Message(role="user", content=f"job {i}")],
-                                                      tool_choice="none"), model="scripted")
+            job_id, _ = await store.submit(
+                JobRequest(messages=[Message(role="user", content=f"job {i}")], tool_choice="none"), model="scripted"
+            )
             queued = started = None
             t_started = None
             async for ev in store.follow(job_id):
@@ -76,8 +77,12 @@ def run_pickup(url: str, jobs: int, env: dict[str, str]) -> tuple[list[float], l
 async def _submit(url: str, text: str) -> str:
     store = JobStore.from_url(url)
     try:
-        return (await store.submit(JobRequest(messages=[Message(role="user", content=text)], tool_choice="none",
-                                              max_tokens=30000), model="scripted"))[0]
+        return (
+            await store.submit(
+                JobRequest(messages=[Message(role="user", content=text)], tool_choice="none", max_tokens=30000),
+                model="scripted",
+            )
+        )[0]
     finally:
         await store.close()
 
@@ -135,17 +140,26 @@ def main() -> None:
         arq10 = run_pickup(url, args.jobs, {"TOOLQ_WAKE_ON_ENQUEUE": "false", "TOOLQ_POLL_DELAY_S": "0.01"})
         arq500 = run_pickup(url, args.default_jobs, {"TOOLQ_WAKE_ON_ENQUEUE": "false", "TOOLQ_POLL_DELAY_S": "0.5"})
         print("queue pickup, enqueue -> started, model idle (server clock, ms; client-observed in brackets)")
-        for name, (srv, cli), n in (("toolq wake-on-enqueue", ours, args.jobs), ("arq poll 10 ms (anchor)", arq10, args.jobs),
-                                    ("arq poll 0.5 s (default)", arq500, args.default_jobs)):
-            print(f"  {name:26s} n={n:4d}  p50 {pct(srv, 50):6.1f} ms  p99 {pct(srv, 99):6.1f} ms"
-                  f"   [client p50 {pct(cli, 50):6.2f} ms  p99 {pct(cli, 99):6.2f} ms]")
-        print(f"  ratio toolq / arq-10ms: p50 {pct(ours[1], 50) / pct(arq10[1], 50):.2f}  "
-              f"p99 {pct(ours[1], 99) / pct(arq10[1], 99):.2f}  (client-observed)")
+        for name, (srv, cli), n in (
+            ("toolq wake-on-enqueue", ours, args.jobs),
+            ("arq poll 10 ms (anchor)", arq10, args.jobs),
+            ("arq poll 0.5 s (default)", arq500, args.default_jobs),
+        ):
+            print(
+                f"  {name:26s} n={n:4d}  p50 {pct(srv, 50):6.1f} ms  p99 {pct(srv, 99):6.1f} ms"
+                f"   [client p50 {pct(cli, 50):6.2f} ms  p99 {pct(cli, 99):6.2f} ms]"
+            )
+        print(
+            f"  ratio toolq / arq-10ms: p50 {pct(ours[1], 50) / pct(arq10[1], 50):.2f}  "
+            f"p99 {pct(ours[1], 99) / pct(arq10[1], 99):.2f}  (client-observed)"
+        )
         rec = run_recovery(url, args.kills)
         anchor = 300 + 10  # arq: job_timeout (default 300 s) + 10 s before another worker retries
-        print("crash recovery, SIGKILL -> started (attempt 2) on the second worker: "
-              + ", ".join(f"{x:.2f} s" for x in rec)
-              + f"; median {statistics.median(rec):.2f} s = {statistics.median(rec) / anchor:.4f} of arq's {anchor} s")
+        print(
+            "crash recovery, SIGKILL -> started (attempt 2) on the second worker: "
+            + ", ".join(f"{x:.2f} s" for x in rec)
+            + f"; median {statistics.median(rec):.2f} s = {statistics.median(rec) / anchor:.4f} of arq's {anchor} s"
+        )
     finally:
         server.stop()
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Optional
 
 import structlog
 from fastapi import FastAPI
@@ -26,12 +26,14 @@ log = structlog.get_logger("toolq.gateway")
 
 def warn_if_open(settings: GatewaySettings) -> None:
     if settings.open_access:
-        log.warning("NO API KEYS CONFIGURED: every caller can submit, read and cancel every job. "
-                    "Set TOOLQ_API_KEYS=key:tenant,... before exposing this gateway.",
-                    bind=settings.bind_host())
+        log.warning(
+            "NO API KEYS CONFIGURED: every caller can submit, read and cancel every job. "
+            "Set TOOLQ_API_KEYS=key:tenant,... before exposing this gateway.",
+            bind=settings.bind_host(),
+        )
 
 
-def create_app(settings: Optional[GatewaySettings] = None) -> FastAPI:
+def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     settings = settings or GatewaySettings()
 
     @asynccontextmanager
@@ -43,16 +45,20 @@ def create_app(settings: Optional[GatewaySettings] = None) -> FastAPI:
         def on_refresh(fleet: Fleet) -> None:
             metrics.known_tools = frozenset(n for w in fleet.workers for n in w.tool_names)
 
-        async def model_of(job_id: str) -> Optional[str]:
+        async def model_of(job_id: str) -> str | None:
             try:
                 return (await store.record(job_id)).get("model")
             except JobNotFound:
                 return None
 
         observer = EventObserver(store.redis, metrics, model_of)
-        app.state.toolq = GatewayState(settings=settings, store=store,
-                                       fleet=FleetView(store.redis, settings.registry_cache_s, on_refresh),
-                                       metrics=metrics, observer=observer)
+        app.state.toolq = GatewayState(
+            settings=settings,
+            store=store,
+            fleet=FleetView(store.redis, settings.registry_cache_s, on_refresh),
+            metrics=metrics,
+            observer=observer,
+        )
         observer.start()
         try:
             # Start serving once subscribed, so the events of the first jobs are counted too; a

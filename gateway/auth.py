@@ -8,7 +8,7 @@ held here shows no usable key. A key is accepted as ``Authorization: Bearer <key
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Optional
+from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -33,22 +33,26 @@ class KeyRing:
     def open(self) -> bool:
         return not self._tenants
 
-    def tenant(self, key: Optional[str]) -> str:
+    def tenant(self, key: str | None) -> str:
         """The tenant of a key; raises Unauthorized. Open access: every caller is one tenant."""
         if self.open:
             return OPEN_TENANT
         if not key:
-            raise Unauthorized("an API key is required (Authorization: Bearer <key> or X-API-Key)",
-                               headers={"WWW-Authenticate": "Bearer"})
+            raise Unauthorized(
+                "an API key is required (Authorization: Bearer <key> or X-API-Key)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         tenant = self._tenants.get(_digest(key))
         if tenant is None:
             raise Unauthorized("the API key is not valid", headers={"WWW-Authenticate": "Bearer"})
         return tenant
 
 
-async def current_tenant(request: Request,
-                         bearer: Annotated[Optional[HTTPAuthorizationCredentials], Depends(_bearer)],
-                         header_key: Annotated[Optional[str], Depends(_header)]) -> str:
+async def current_tenant(
+    request: Request,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    header_key: Annotated[str | None, Depends(_header)],
+) -> str:
     ring: KeyRing = request.app.state.keyring
     return ring.tenant(bearer.credentials if bearer else header_key)
 

@@ -29,8 +29,7 @@ async def list_models(state: State) -> ModelsView:
 
 
 @router.get("/models/{model}", response_model=ModelView, responses={404: {"model": ErrorBody}, **_ERRORS})
-async def get_model(model: Annotated[str, Path(min_length=1, max_length=256)],
-                    state: State) -> ModelView:
+async def get_model(model: Annotated[str, Path(min_length=1, max_length=256)], state: State) -> ModelView:
     """One served model. Its ``queue_depth`` is what the KEDA ScaledObject scales workers on."""
     fleet = await state.fleet.get()
     if model not in fleet.models():

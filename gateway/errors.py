@@ -7,7 +7,8 @@ a 503 (retry later), never a crash.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import structlog
 from fastapi import FastAPI, Request
@@ -63,11 +64,17 @@ def install(app: FastAPI) -> None:
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = list(exc.errors())
         messages = list(dict.fromkeys(_describe(e) for e in errors))  # unique, in order
-        details = [{"field": _where(e.get("loc", ())), "message": e.get("msg", ""), "type": e.get("type", "")}
-                   for e in errors]
+        details = [
+            {"field": _where(e.get("loc", ())), "message": e.get("msg", ""), "type": e.get("type", "")} for e in errors
+        ]
         is_json = any(e.get("type") == "json_invalid" for e in errors)
-        body = {"error": {"code": "invalid_json" if is_json else "invalid_request",
-                          "message": "; ".join(messages[:10]), "details": details[:50]}}
+        body = {
+            "error": {
+                "code": "invalid_json" if is_json else "invalid_request",
+                "message": "; ".join(messages[:10]),
+                "details": details[:50],
+            }
+        }
         field = _first_field(errors)
         if field:
             body["error"]["field"] = field
@@ -76,8 +83,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse({"error": {"code": code, "message": str(exc.detail)}}, status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+        return JSONResponse(
+            {"error": {"code": code, "message": str(exc.detail)}},
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
 
     @app.exception_handler(RedisError)
     async def _redis(request: Request, exc: RedisError) -> JSONResponse:

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from toolq.registry import Fleet, read_fleet
 
 
 class FleetView:
-    def __init__(self, redis: Any, max_age_s: float, on_refresh: Optional[Callable[[Fleet], None]] = None):
+    def __init__(self, redis: Any, max_age_s: float, on_refresh: Callable[[Fleet], None] | None = None):
         self.redis = redis
         self.max_age_s = max_age_s
         self.on_refresh = on_refresh
-        self._fleet: Optional[Fleet] = None
+        self._fleet: Fleet | None = None
         self._at = 0.0
         self._lock = asyncio.Lock()
 

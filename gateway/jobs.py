@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Path, Query, Response
 
@@ -19,7 +19,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 MAX_SEQ = 2**62  # stream ids are 64-bit; a larger "after" would be a Redis error, not a 4xx
 JobId = Annotated[str, Path(min_length=1, max_length=128, description="the job id from POST /v1/jobs")]
-_ERRORS = {code: {"model": ErrorBody} for code in (401, 404, 422)}
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 422)}
 
 
 async def owned(state: GatewayState, job_id: str, tenant: str) -> dict[str, str]:
@@ -34,15 +34,24 @@ async def owned(state: GatewayState, job_id: str, tenant: str) -> dict[str, str]
     return rec
 
 
-@router.post("", status_code=202, response_model=JobAccepted,
-             responses={200: {"model": JobAccepted, "description": "the job an Idempotency-Key already named"},
-                        413: {"model": ErrorBody}, 429: {"model": ErrorBody}, 503: {"model": ErrorBody}, **_ERRORS})
+@router.post(
+    "",
+    status_code=202,
+    response_model=JobAccepted,
+    responses={
+        200: {"model": JobAccepted, "description": "the job an Idempotency-Key already named"},
+        413: {"model": ErrorBody},
+        429: {"model": ErrorBody},
+        503: {"model": ErrorBody},
+        **_ERRORS,
+    },
+)
 async def submit_job(
     response: Response,
     request: Annotated[JobRequest, Body()],
     tenant: Tenant,
     state: State,
-    idempotency_key: Annotated[Optional[str], Header(alias="Idempotency-Key", min_length=1, max_length=256)] = None,
+    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", min_length=1, max_length=256)] = None,
 ) -> JobAccepted:
     """Validate a conversation job, check its model and tools against the live workers, enqueue it."""
     store, settings = state.store, state.settings
@@ -50,19 +59,22 @@ async def submit_job(
     # A retry of a submit that already went through gets its job back, whatever the caps, the
     # fleet or the queue say now: that is what makes retrying safe. The submit script decides
     # (it owns idempotency), so a refusal from the checks here waits until it has looked.
-    refusal: Optional[ToolqError] = None
-    model: Optional[str] = None
+    refusal: ToolqError | None = None
+    model: str | None = None
     try:
         apply_caps(request, settings)
         model = (await state.fleet.get()).resolve(request)
     except ToolqError as e:
         refusal = e
     try:
-        job_id, created = await store.submit(request, model=model, tenant=tenant, idempotency_key=key,
-                                             max_queue_depth=settings.max_queue_depth)
+        job_id, created = await store.submit(
+            request, model=model, tenant=tenant, idempotency_key=key, max_queue_depth=settings.max_queue_depth
+        )
     except QueueAtLimit as e:
-        raise QueueFull(f"the queue of model {model!r} is full ({e.depth} jobs, limit {e.limit}); retry later",
-                        retry_after_s=settings.retry_after_s) from None
+        raise QueueFull(
+            f"the queue of model {model!r} is full ({e.depth} jobs, limit {e.limit}); retry later",
+            retry_after_s=settings.retry_after_s,
+        ) from None
     except NotSubmitted:
         assert refusal is not None
         raise refusal from None
@@ -70,6 +82,7 @@ async def submit_job(
     if not created:  # the job the key already names
         response.status_code = 200
         return JobAccepted.of_record(job_id, await owned(state, job_id, tenant), created=False)
+    assert model is not None  # the submit script creates a job only when the checks chose its model
     return JobAccepted(job_id=job_id, status=JobStatus.queued, model=model, created=True, links=Links.of(job_id))
 
 
@@ -79,16 +92,21 @@ async def get_job(job_id: JobId, tenant: Tenant, state: State) -> JobView:
     return JobView.of_record(job_id, await owned(state, job_id, tenant))
 
 
-@router.get("/{job_id}/events", responses={200: {"content": {"text/event-stream": {}},
-                                                 "description": "the job's events as Server-Sent Events"},
-                                           204: {"description": "the job ended and no event follows the given seq"},
-                                           400: {"model": ErrorBody}, **_ERRORS})
+@router.get(
+    "/{job_id}/events",
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "the job's events as Server-Sent Events"},
+        204: {"description": "the job ended and no event follows the given seq"},
+        400: {"model": ErrorBody},
+        **_ERRORS,
+    },
+)
 async def job_events(
     job_id: JobId,
     tenant: Tenant,
     state: State,
-    after: Annotated[Optional[int], Query(ge=0, le=MAX_SEQ, description="replay events after this seq")] = None,
-    last_event_id: Annotated[Optional[str], Header(alias="Last-Event-ID", max_length=32)] = None,
+    after: Annotated[int | None, Query(ge=0, le=MAX_SEQ, description="replay events after this seq")] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
 ):
     """Replay the job's events (from the start, ``?after=seq`` or ``Last-Event-ID``), then follow live
     until the terminal event. ``id`` is the event's seq; comments keep an idle connection alive."""

@@ -68,9 +68,17 @@ class BodySizeLimit:
     async def _refuse(self, send: Send) -> None:
         exc = BodyTooLarge(f"the request body is larger than the limit of {self.max_bytes} bytes")
         payload = json.dumps(exc.body()).encode()
-        await send({"type": "http.response.start", "status": exc.status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-                                (b"connection", b"close")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": exc.status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(payload)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": payload})
 
 
@@ -78,8 +86,9 @@ def apply_caps(request: JobRequest, settings: GatewaySettings) -> JobRequest:
     """Check the operator's caps; returns the request with unset fields fitted under them."""
     s = settings
     if len(request.messages) > s.max_messages:
-        raise LimitExceeded(f"messages has {len(request.messages)} entries, above the limit of {s.max_messages}",
-                            field="messages")
+        raise LimitExceeded(
+            f"messages has {len(request.messages)} entries, above the limit of {s.max_messages}", field="messages"
+        )
     given = request.model_fields_set
     for name, cap in (("max_tokens", s.max_tokens_cap), ("max_iterations", s.max_iterations_cap)):
         value = getattr(request, name)
@@ -88,6 +97,7 @@ def apply_caps(request: JobRequest, settings: GatewaySettings) -> JobRequest:
                 raise LimitExceeded(f"{name} {value} is above the limit of {cap}", field=name)
             setattr(request, name, cap)
     if request.timeout_s is not None and request.timeout_s > s.timeout_cap_s:
-        raise LimitExceeded(f"timeout_s {request.timeout_s:g} is above the limit of {s.timeout_cap_s:g}",
-                            field="timeout_s")
+        raise LimitExceeded(
+            f"timeout_s {request.timeout_s:g} is above the limit of {s.timeout_cap_s:g}", field="timeout_s"
+        )
     return request

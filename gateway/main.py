@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any
 
 import redis
 import uvicorn
@@ -15,8 +15,10 @@ from toolq.cli import CommandError, validation_message
 from toolq.logs import configure_logging
 
 
-def run_gateway(host: Optional[str] = None, port: Optional[int] = None, redis_url: Optional[str] = None) -> int:
-    overrides: dict[str, Any] = {k: v for k, v in {"host": host, "port": port, "redis_url": redis_url}.items() if v is not None}
+def run_gateway(host: str | None = None, port: int | None = None, redis_url: str | None = None) -> int:
+    overrides: dict[str, Any] = {
+        k: v for k, v in {"host": host, "port": port, "redis_url": redis_url}.items() if v is not None
+    }
     try:
         settings = GatewaySettings(**overrides)
     except ValidationError as e:  # a flag or a TOOLQ_ variable that cannot work: one line, not a traceback
@@ -27,6 +29,12 @@ def run_gateway(host: Optional[str] = None, port: Optional[int] = None, redis_ur
         raise CommandError(f"bad Redis URL {settings.redis_url!r}: {e}") from None
     level = getattr(logging, settings.log_level.upper(), logging.INFO)
     configure_logging(level)
-    uvicorn.run(create_app(settings), host=settings.bind_host(), port=settings.port,
-                log_level=settings.log_level.lower(), access_log=False, timeout_graceful_shutdown=5)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.bind_host(),
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
     return 0

@@ -7,7 +7,7 @@ keys the gateway serves everyone as tenant ``default`` and binds to 127.0.0.1 un
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -22,7 +22,7 @@ class GatewaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
 
     redis_url: str = DEFAULT_REDIS_URL
-    host: Optional[str] = None  # default: 0.0.0.0 with keys configured, else 127.0.0.1
+    host: str | None = None  # default: 0.0.0.0 with keys configured, else 127.0.0.1
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     # NoDecode: pydantic-settings would json-decode a mapping from the environment; we also accept
     # the "key:tenant,..." form that fits in a compose file or a k8s secret.

@@ -13,7 +13,7 @@ goes out only while a job is quiet, and a connection costs no extra task for it.
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Optional
+from collections.abc import AsyncIterator
 
 import structlog
 from redis.exceptions import RedisError
@@ -30,14 +30,15 @@ SEP = "\n"  # sse-starlette's default is \r\n; the frames have always ended line
 
 async def job_messages(store: JobStore, job_id: str, after: int, keepalive_s: float) -> AsyncIterator[ServerSentEvent]:
     """Each event after ``after`` as a message, a keep-alive comment on idle ticks; ends after the terminal event."""
-    retry: Optional[int] = RETRY_MS  # rides on the first message: one socket write less
+    retry: int | None = RETRY_MS  # rides on the first message: one socket write less
     try:
         async for event in store.follow(job_id, after, idle_s=keepalive_s, ticks=True):
             if event is None:
                 yield ServerSentEvent(comment=KEEPALIVE, retry=retry, sep=SEP)
             else:
-                yield ServerSentEvent(event.model_dump_json(), id=str(event.seq), event=event.type.value, retry=retry,
-                                      sep=SEP)
+                yield ServerSentEvent(
+                    event.model_dump_json(), id=str(event.seq), event=event.type.value, retry=retry, sep=SEP
+                )
             retry = None
     except JobNotFound:
         return  # expired while followed: nothing more will come
@@ -48,5 +49,6 @@ async def job_messages(store: JobStore, job_id: str, after: int, keepalive_s: fl
 
 def event_stream(store: JobStore, job_id: str, after: int, keepalive_s: float) -> EventSourceResponse:
     """The job's events after ``after`` as a text/event-stream response."""
-    return EventSourceResponse(job_messages(store, job_id, after, keepalive_s), ping=0, sep=SEP,
-                               headers={"Cache-Control": "no-cache"})
+    return EventSourceResponse(
+        job_messages(store, job_id, after, keepalive_s), ping=0, sep=SEP, headers={"Cache-Control": "no-cache"}
+    )

@@ -9,7 +9,7 @@ tests are isolated from each other and from anything else on the server.
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis

@@ -6,7 +6,7 @@ client SDK returns them, typed.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -19,7 +19,7 @@ class Links(BaseModel):
     cancel: str
 
     @classmethod
-    def of(cls, job_id: str) -> "Links":
+    def of(cls, job_id: str) -> Links:
         base = f"/v1/jobs/{job_id}"
         return cls(self=base, events=f"{base}/events", cancel=f"{base}/cancel")
 
@@ -32,9 +32,14 @@ class JobAccepted(BaseModel):
     links: Links
 
     @classmethod
-    def of_record(cls, job_id: str, rec: dict[str, str], *, created: bool) -> "JobAccepted":
-        return cls(job_id=job_id, status=JobStatus(rec["status"]), model=rec.get("model", ""), created=created,
-                   links=Links.of(job_id))
+    def of_record(cls, job_id: str, rec: dict[str, str], *, created: bool) -> JobAccepted:
+        return cls(
+            job_id=job_id,
+            status=JobStatus(rec["status"]),
+            model=rec.get("model", ""),
+            created=created,
+            links=Links.of(job_id),
+        )
 
 
 class JobView(BaseModel):
@@ -43,18 +48,23 @@ class JobView(BaseModel):
     model: str
     attempt: int
     created_ms: int
-    finished_ms: Optional[int] = None
-    result: Optional[JobResult] = Field(default=None, description="present once the job has ended")
+    finished_ms: int | None = None
+    result: JobResult | None = Field(default=None, description="present once the job has ended")
     links: Links
 
     @classmethod
-    def of_record(cls, job_id: str, rec: dict[str, str]) -> "JobView":
+    def of_record(cls, job_id: str, rec: dict[str, str]) -> JobView:
         """From the job's record as JobStore.record returns it."""
-        return cls(job_id=job_id, status=JobStatus(rec["status"]), model=rec.get("model", ""),
-                   attempt=int(rec.get("attempt", 1)), created_ms=int(rec.get("created_ms", 0)),
-                   finished_ms=int(rec["finished_ms"]) if rec.get("finished_ms") else None,
-                   result=JobResult.model_validate_json(rec["result"]) if rec.get("result") else None,
-                   links=Links.of(job_id))
+        return cls(
+            job_id=job_id,
+            status=JobStatus(rec["status"]),
+            model=rec.get("model", ""),
+            attempt=int(rec.get("attempt", 1)),
+            created_ms=int(rec.get("created_ms", 0)),
+            finished_ms=int(rec["finished_ms"]) if rec.get("finished_ms") else None,
+            result=JobResult.model_validate_json(rec["result"]) if rec.get("result") else None,
+            links=Links.of(job_id),
+        )
 
 
 class CancelView(BaseModel):
@@ -90,14 +100,14 @@ class Readiness(BaseModel):
     ready: bool
     redis: bool
     workers: int
-    reason: Optional[str] = None
+    reason: str | None = None
 
 
 class ErrorDetail(BaseModel):
     code: str
     message: str
-    field: Optional[str] = None
-    details: Optional[list[dict[str, Any]]] = None
+    field: str | None = None
+    details: list[dict[str, Any]] | None = None
 
 
 class ErrorBody(BaseModel):

@@ -33,7 +33,8 @@ own parts, and arq's health check writes ``keys.health(worker_id)``. Where it ca
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Optional, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 import msgpack  # type: ignore[import-untyped]  # msgpack ships no type hints
 import structlog
@@ -108,8 +109,9 @@ async def wake(redis: Any, model: str, token: str) -> None:
 
 async def enqueue_attempt(redis: ArqRedis, job_id: str, model: str, attempt: int) -> None:
     """Queue one attempt of an existing job, unless it is queued already, and wake a worker."""
-    await redis.enqueue_job(RUN_JOB, job_id, attempt, _job_id=arq_job_id(job_id, attempt),
-                            _queue_name=keys.queue(model))
+    await redis.enqueue_job(
+        RUN_JOB, job_id, attempt, _job_id=arq_job_id(job_id, attempt), _queue_name=keys.queue(model)
+    )
     await wake(redis, model, job_id)
 
 
@@ -124,7 +126,7 @@ class WakeableWorker(Worker):
     ``wake_key`` None polls as plain arq does (the benchmarks compare the two).
     """
 
-    def __init__(self, *args: Any, wake_key: Optional[str] = None, **kwargs: Any):
+    def __init__(self, *args: Any, wake_key: str | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.wake_key = wake_key
 
@@ -149,7 +151,10 @@ class WakeableWorker(Worker):
         """Block until a job may be waiting: a wake token when idle, a finished job when busy."""
         if self.job_counter < self.max_jobs:
             try:
-                await self.pool.blpop([self.wake_key], timeout=timeout)
+                # redis-py types each command for both clients (a result or an awaitable); BLPOP takes
+                # fractional seconds since Redis 6, though redis-py types the timeout as an int.
+                woken = self.pool.blpop([self.wake_key], timeout=timeout)  # type: ignore[arg-type]
+                await cast("Awaitable[list[bytes] | None]", woken)
             except (RedisError, OSError):
                 await asyncio.sleep(timeout)
         else:
@@ -160,10 +165,21 @@ class WakeableWorker(Worker):
                 await asyncio.sleep(min(timeout, 0.01))
 
 
-def make_worker(*, model: str, worker_id: str, redis_url: str, run: JobHandler,
-                on_startup: Callable[[ArqRedis], Awaitable[None]], on_shutdown: Callable[[], Awaitable[None]],
-                max_jobs: int, job_timeout_s: float, poll_delay_s: float, wake: bool, shutdown_grace_s: float,
-                handle_signals: bool = True) -> WakeableWorker:
+def make_worker(
+    *,
+    model: str,
+    worker_id: str,
+    redis_url: str,
+    run: JobHandler,
+    on_startup: Callable[[ArqRedis], Awaitable[None]],
+    on_shutdown: Callable[[], Awaitable[None]],
+    max_jobs: int,
+    job_timeout_s: float,
+    poll_delay_s: float,
+    wake: bool,
+    shutdown_grace_s: float,
+    handle_signals: bool = True,
+) -> WakeableWorker:
     """An arq worker for the model's queue that runs ``run(job id, attempt)`` for each job.
 
     ``on_startup`` gets the worker's Redis client once arq has connected; ``on_shutdown`` runs when

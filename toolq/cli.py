@@ -17,8 +17,9 @@ import argparse
 import asyncio
 import re
 import sys
+from collections.abc import Sequence
 from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, version
-from typing import Any, Optional, Sequence
+from typing import Any
 
 COMMANDS_GROUP = "toolq.commands"
 EXIT_USAGE = 2
@@ -40,7 +41,7 @@ def validation_message(error: Any) -> str:
 # ---------------------------------------------------------------- commands of the public package
 
 
-def _check_gateway_url(url: Optional[str]) -> None:
+def _check_gateway_url(url: str | None) -> None:
     """A URL that is not http(s)://host fails here, not after the client's reconnect attempts."""
     import httpx
 
@@ -78,7 +79,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- service commands (entry points)
 
 
-def _missing_requirement(ep: EntryPoint) -> Optional[str]:
+def _missing_requirement(ep: EntryPoint) -> str | None:
     """The first requirement of the extra this entry point is named after that is not installed.
 
     The entry points are named for their extras (pyproject.toml: `worker`, `gateway`).
@@ -105,8 +106,9 @@ def _needs_extra(extra: str, reason: str) -> str:
 
 def _add_unavailable(sub: Any, ep: EntryPoint, error: ImportError) -> None:
     """A stand-in for a service whose commands cannot even be registered: running it says why."""
-    p = sub.add_parser(ep.name, help=f"(not installed: needs the {ep.name} extra)", add_help=False,
-                       prefix_chars="\0")  # takes any flags, so the answer is the one line below
+    p = sub.add_parser(
+        ep.name, help=f"(not installed: needs the {ep.name} extra)", add_help=False, prefix_chars="\0"
+    )  # takes any flags, so the answer is the one line below
     p.add_argument("rest", nargs="*")
     p.set_defaults(unavailable=_needs_extra(ep.name, str(error)))
 
@@ -132,7 +134,7 @@ def _check_installed(args: argparse.Namespace) -> None:
     """A service command runs only with its extra installed; otherwise it says which one to install."""
     if getattr(args, "unavailable", None):
         raise CommandError(args.unavailable)
-    ep: Optional[EntryPoint] = getattr(args, "entry_point", None)
+    ep: EntryPoint | None = getattr(args, "entry_point", None)
     missing = _missing_requirement(ep) if ep is not None else None
     if ep is not None and missing:
         raise CommandError(_needs_extra(ep.name, f"{missing} is not installed"))
@@ -174,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         _check_installed(args)

@@ -42,8 +42,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import AsyncGenerator, Awaitable, Coroutine, Iterator
 from contextlib import aclosing
-from typing import Any, AsyncGenerator, AsyncIterator, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from httpx_sse import aconnect_sse
@@ -53,7 +54,12 @@ from toolq import errors
 from toolq.api import JobView, ModelView, ToolSpec
 from toolq.protocol import Event, JobRequest, JobResult, JobStatus, Message
 
-__all__ = ["Client", "SyncClient", "ClientSettings"]
+if TYPE_CHECKING:
+    from toolq.jobstore import JobStore
+
+__all__ = ["Client", "ClientSettings", "SyncClient"]
+
+T = TypeVar("T")
 
 DIRECT_TENANT = "default"  # direct-mode jobs belong to the tenant an open gateway uses
 
@@ -64,10 +70,10 @@ class ClientSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
 
     url: str = "http://127.0.0.1:8000"
-    api_key: Optional[str] = None
+    api_key: str | None = None
 
 
-def build_request(request: Union[JobRequest, str, None] = None, **fields: Any) -> JobRequest:
+def build_request(request: JobRequest | str | None = None, **fields: Any) -> JobRequest:
     """A JobRequest from a JobRequest, a prompt (with an optional ``system=``) or bare fields."""
     system = fields.pop("system", None)
     if isinstance(request, JobRequest):
@@ -84,15 +90,23 @@ def build_request(request: Union[JobRequest, str, None] = None, **fields: Any) -
 class Client:
     """Async SDK. HTTP mode over the gateway by default; Redis mode with ``redis_url``."""
 
-    def __init__(self, url: Optional[str] = None, api_key: Optional[str] = None, *, redis_url: Optional[str] = None,
-                 timeout: float = 30.0, reconnect_attempts: int = 20, stream_read_timeout: float = 60.0,
-                 http_client: Optional[httpx.AsyncClient] = None):
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        *,
+        redis_url: str | None = None,
+        timeout: float = 30.0,
+        reconnect_attempts: int = 20,
+        stream_read_timeout: float = 60.0,
+        http_client: httpx.AsyncClient | None = None,
+    ):
         self.direct = redis_url is not None
         self.reconnect_attempts = reconnect_attempts
         self.stream_read_timeout = stream_read_timeout
-        self._store: Any = None
-        self._http: Optional[httpx.AsyncClient] = None
-        if self.direct:
+        self._store: JobStore | None = None
+        self._http: httpx.AsyncClient | None = None
+        if redis_url is not None:
             from toolq.jobstore import JobStore  # Redis mode only: HTTP users need no arq
 
             self._store = JobStore.from_url(redis_url)
@@ -111,11 +125,16 @@ class Client:
         if self._store is not None:
             await self._store.close()
 
-    async def __aenter__(self) -> "Client":
+    async def __aenter__(self) -> Client:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+    @property
+    def _jobs(self) -> JobStore:
+        assert self._store is not None, "Redis mode only"
+        return self._store
 
     # ------------------------------------------------------------------ HTTP plumbing
 
@@ -129,30 +148,32 @@ class Client:
 
     # ------------------------------------------------------------------ jobs
 
-    async def submit(self, request: Union[JobRequest, str, None] = None, *, idempotency_key: Optional[str] = None,
-                     **fields: Any) -> str:
+    async def submit(
+        self, request: JobRequest | str | None = None, *, idempotency_key: str | None = None, **fields: Any
+    ) -> str:
         """Submit a job; returns its id. ``request`` is a JobRequest or a prompt; ``fields`` are
         JobRequest fields (tools, tool_choice, max_iterations, model, ...) plus ``system``."""
         req = build_request(request, **fields)
         if self.direct:
             from toolq.registry import read_fleet
 
-            model = (await read_fleet(self._store.redis)).resolve(req)
-            job_id, _ = await self._store.submit(req, model=model, tenant=DIRECT_TENANT,
-                                                 idempotency_key=idempotency_key)
+            model = (await read_fleet(self._jobs.redis)).resolve(req)
+            job_id, _ = await self._jobs.submit(req, model=model, tenant=DIRECT_TENANT, idempotency_key=idempotency_key)
             return job_id
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        body = await self._call("POST", "/v1/jobs", json=req.model_dump(mode="json", exclude_unset=True),
-                                headers=headers)
-        return body["job_id"]
+        body = await self._call(
+            "POST", "/v1/jobs", json=req.model_dump(mode="json", exclude_unset=True), headers=headers
+        )
+        accepted: str = body["job_id"]
+        return accepted
 
     async def job(self, job_id: str) -> JobView:
         """Status and, once ended, result of a job."""
         if self.direct:
-            return JobView.of_record(job_id, await self._direct(self._store.record(job_id), job_id))
+            return JobView.of_record(job_id, await self._direct(self._jobs.record(job_id), job_id))
         return JobView.model_validate(await self._call("GET", f"/v1/jobs/{job_id}"))
 
-    async def events(self, job_id: str, after: Optional[int] = None) -> AsyncIterator[Event]:
+    async def events(self, job_id: str, after: int | None = None) -> AsyncGenerator[Event, None]:
         """Every event of the job after ``after`` (default: from the start), live until the
         terminal one. A dropped connection is resumed from the last seq received, so each event
         comes exactly once; after ``reconnect_attempts`` failures in a row it gives up."""
@@ -173,7 +194,7 @@ class Client:
             except _Ended:
                 return
             except (httpx.TransportError, OSError, _Retryable) as e:
-                error: Optional[BaseException] = e
+                error: BaseException | None = e
             except Exception as e:
                 if not _is_redis_outage(e):
                     raise
@@ -191,8 +212,9 @@ class Client:
         if last:
             headers["Last-Event-ID"] = str(last)
         timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_read_timeout)
-        async with aconnect_sse(self._http, "GET", f"/v1/jobs/{job_id}/events", headers=headers,
-                                timeout=timeout) as source:
+        async with aconnect_sse(
+            self._http, "GET", f"/v1/jobs/{job_id}/events", headers=headers, timeout=timeout
+        ) as source:
             resp = source.response
             if resp.status_code == 204:
                 raise _Ended()  # the job ended and we have had everything
@@ -209,16 +231,16 @@ class Client:
         from toolq.jobstore import JobNotFound
 
         try:
-            rec = await self._store.record(job_id)
+            rec = await self._jobs.record(job_id)
             if rec.get("terminal") == "1" and last >= int(rec.get("seq", 0)):
                 raise _Ended()  # JobStore.follow would wait for an event that never comes
-            async for event in self._store.follow(job_id, last):
+            async for event in self._jobs.follow(job_id, last):
                 if event is not None:
                     yield event
         except JobNotFound:
             raise errors.JobNotFoundError(f"job {job_id!r} not found", field="job_id") from None
 
-    async def result(self, job_id: str, timeout: Optional[float] = None) -> JobResult:
+    async def result(self, job_id: str, timeout: float | None = None) -> JobResult:
         """Wait for the job to end and return its result; TimeoutError after ``timeout`` seconds."""
 
         async def wait() -> JobResult:
@@ -241,7 +263,7 @@ class Client:
         """Cancel a queued or running job; returns the status right after (running while the
         worker is stopping it; the ``cancelled`` event follows)."""
         if self.direct:
-            return await self._direct(self._store.cancel(job_id), job_id)
+            return await self._direct(self._jobs.cancel(job_id), job_id)
         return JobStatus((await self._call("POST", f"/v1/jobs/{job_id}/cancel"))["status"])
 
     # ------------------------------------------------------------------ catalog
@@ -251,7 +273,7 @@ class Client:
         if self.direct:
             from toolq.registry import read_fleet
 
-            return (await read_fleet(self._store.redis)).tool_specs()
+            return (await read_fleet(self._jobs.redis)).tool_specs()
         return [ToolSpec.model_validate(t) for t in (await self._call("GET", "/v1/tools"))["tools"]]
 
     async def models(self) -> list[ModelView]:
@@ -259,11 +281,11 @@ class Client:
         if self.direct:
             from toolq.registry import read_fleet
 
-            fleet = await read_fleet(self._store.redis)
-            return await fleet.describe(self._store.redis, fleet.models())
+            fleet = await read_fleet(self._jobs.redis)
+            return await fleet.describe(self._jobs.redis, fleet.models())
         return [ModelView.model_validate(m) for m in (await self._call("GET", "/v1/models"))["models"]]
 
-    async def _direct(self, coro: Any, job_id: str) -> Any:
+    async def _direct(self, coro: Awaitable[T], job_id: str) -> T:
         from toolq.jobstore import JobNotFound
 
         try:
@@ -301,8 +323,7 @@ class SyncClient:
     """Blocking facade over Client for scripts: the async client runs on a private event loop in a
     background thread, so it also works where a loop is already running (a notebook)."""
 
-    def __init__(self, url: Optional[str] = None, api_key: Optional[str] = None, *,
-                 redis_url: Optional[str] = None, **kw: Any):
+    def __init__(self, url: str | None = None, api_key: str | None = None, *, redis_url: str | None = None, **kw: Any):
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="toolq-sync-client", daemon=True)
         self._thread.start()
@@ -312,17 +333,18 @@ class SyncClient:
 
         self._client = self._run(make())
 
-    def _run(self, coro: Any) -> Any:
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-    def submit(self, request: Union[JobRequest, str, None] = None, *, idempotency_key: Optional[str] = None,
-               **fields: Any) -> str:
+    def submit(
+        self, request: JobRequest | str | None = None, *, idempotency_key: str | None = None, **fields: Any
+    ) -> str:
         return self._run(self._client.submit(request, idempotency_key=idempotency_key, **fields))
 
     def job(self, job_id: str) -> JobView:
         return self._run(self._client.job(job_id))
 
-    def events(self, job_id: str, after: Optional[int] = None) -> Iterator[Event]:
+    def events(self, job_id: str, after: int | None = None) -> Iterator[Event]:
         agen = self._client.events(job_id, after)
         try:
             while True:
@@ -333,7 +355,7 @@ class SyncClient:
         finally:
             self._run(agen.aclose())
 
-    def result(self, job_id: str, timeout: Optional[float] = None) -> JobResult:
+    def result(self, job_id: str, timeout: float | None = None) -> JobResult:
         return self._run(self._client.result(job_id, timeout))
 
     def cancel(self, job_id: str) -> JobStatus:
@@ -353,7 +375,7 @@ class SyncClient:
         self._thread.join(5)
         self._loop.close()
 
-    def __enter__(self) -> "SyncClient":
+    def __enter__(self) -> SyncClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:

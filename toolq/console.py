@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Optional
+from typing import Any
 
 import httpx
 from rich.console import Console
@@ -42,8 +42,10 @@ def print_event(console: Console, event: Event) -> None:
         console.print(f"[dim]#{event.seq} queued for model {escape(str(d.get('model', '?')))}[/dim]")
     elif t is EventType.started:
         again = " [yellow](resumed)[/yellow]" if d.get("resumed") else ""
-        console.print(f"[dim]#{event.seq} started on {escape(str(d.get('worker', '?')))}, "
-                      f"attempt {d.get('attempt', 1)}[/dim]{again}")
+        console.print(
+            f"[dim]#{event.seq} started on {escape(str(d.get('worker', '?')))}, "
+            f"attempt {d.get('attempt', 1)}[/dim]{again}"
+        )
     elif t is EventType.token:
         console.print(escape(str(d.get("text", ""))), end="", soft_wrap=True, highlight=False)
     elif t is EventType.tool_call:
@@ -56,14 +58,22 @@ def print_event(console: Console, event: Event) -> None:
         if d.get("ok"):
             console.print(f"  [green]← {escape(_short(d.get('content', '')))}[/green]{took}{reused}", highlight=False)
         else:
-            console.print(f"  [red]← {escape(_short(d.get('error') or d.get('content') or 'failed'))}[/red]{took}",
-                          highlight=False)
+            console.print(
+                f"  [red]← {escape(_short(d.get('error') or d.get('content') or 'failed'))}[/red]{took}",
+                highlight=False,
+            )
     elif t is EventType.final:
         reason = d.get("finish_reason", "stop")
         usage = d.get("usage") or {}
         subtitle = f"{reason}, {d.get('iterations', '?')} iteration(s), {usage.get('completion_tokens', '?')} tokens"
-        console.print(Panel(escape(str(d.get("content") or "")), title="answer", subtitle=subtitle,
-                            border_style="green" if reason == "stop" else "yellow"))
+        console.print(
+            Panel(
+                escape(str(d.get("content") or "")),
+                title="answer",
+                subtitle=subtitle,
+                border_style="green" if reason == "stop" else "yellow",
+            )
+        )
     elif t is EventType.error:
         code, message = escape(str(d.get("code", ""))), escape(str(d.get("message", "")))
         console.print(f"[bold red]error[/bold red] {code}: {message}")
@@ -71,7 +81,7 @@ def print_event(console: Console, event: Event) -> None:
         console.print(f"[yellow]cancelled[/yellow] {escape(str(d.get('reason', '')))}")
 
 
-def _tool_choice(value: Optional[str]) -> Any:
+def _tool_choice(value: str | None) -> Any:
     if value in (None, "", "auto", "none", "required"):
         return value or "auto"
     return {"type": "function", "function": {"name": value}}
@@ -93,10 +103,13 @@ def _refused(console: Console, exc: Exception) -> int:
     return EXIT_REFUSED
 
 
-async def submit_and_follow(args: argparse.Namespace, console: Optional[Console] = None) -> int:
+async def submit_and_follow(args: argparse.Namespace, console: Console | None = None) -> int:
     console = console or Console()
-    fields: dict[str, Any] = {"tool_choice": _tool_choice(args.tool_choice), "max_iterations": args.max_iterations,
-                              "max_tokens": args.max_tokens}
+    fields: dict[str, Any] = {
+        "tool_choice": _tool_choice(args.tool_choice),
+        "max_iterations": args.max_iterations,
+        "max_tokens": args.max_tokens,
+    }
     for name in ("tools", "model", "system"):
         if getattr(args, name, None):
             fields[name] = getattr(args, name)
@@ -115,7 +128,7 @@ async def submit_and_follow(args: argparse.Namespace, console: Optional[Console]
             return _refused(console, e)
 
 
-async def follow_job(args: argparse.Namespace, console: Optional[Console] = None) -> int:
+async def follow_job(args: argparse.Namespace, console: Console | None = None) -> int:
     console = console or Console()
     async with Client(args.url, args.api_key) as client:
         try:

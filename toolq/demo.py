@@ -17,8 +17,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from contextlib import ExitStack
-from typing import Callable, Iterable, Optional, cast
+from typing import cast
 
 import httpx
 import redis
@@ -39,8 +40,11 @@ def _start_redis(stack: ExitStack) -> str:
         raise CommandError("no Redis answers and redis-server is not installed (apt-get install redis-server)")
     port = free_port()
     folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="toolq-demo-redis-"))
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", folder],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", folder],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     stack.callback(_stop, proc, "redis")
     url = f"redis://127.0.0.1:{port}/0"
     _wait(lambda: redis_answers(url), 10, "redis-server did not start")
@@ -57,8 +61,13 @@ def _stop(proc: subprocess.Popen[bytes], what: str) -> None:
             proc.kill()
 
 
-def _wait(check: Callable[[], bool], timeout: float, message: str, proc: Optional[subprocess.Popen[bytes]] = None,
-          log: Optional[str] = None) -> None:
+def _wait(
+    check: Callable[[], bool],
+    timeout: float,
+    message: str,
+    proc: subprocess.Popen[bytes] | None = None,
+    log: str | None = None,
+) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if proc is not None and proc.poll() is not None:
@@ -95,8 +104,13 @@ def run_demo(args: argparse.Namespace) -> int:
 
         worker, wlog = _spawn(stack, ["worker", "--redis", url], "worker", env)
         console.print("[dim]starting a worker on the bundled SmolLM2 model…[/dim]")
-        _wait(lambda: any(r.exists(keys.worker(w.decode())) for w in _workers(r) - before),
-              120, "the worker did not come up", worker, wlog)
+        _wait(
+            lambda: any(r.exists(keys.worker(w.decode())) for w in _workers(r) - before),
+            120,
+            "the worker did not come up",
+            worker,
+            wlog,
+        )
 
         port = args.port or free_port()
         gateway, glog = _spawn(stack, ["gateway", "--port", str(port), "--redis", url], "gateway", env)
@@ -117,9 +131,14 @@ async def _converse(base: str, prompt: str) -> int:
     from toolq.client import Client
     from toolq.console import print_event
 
-    request = JobRequest(messages=[Message(role="user", content=prompt)], tools=["calculate_zorbix"],
-                         tool_choice="required", parallel_tool_calls=False, max_iterations=3,
-                         max_tokens=128)
+    request = JobRequest(
+        messages=[Message(role="user", content=prompt)],
+        tools=["calculate_zorbix"],
+        tool_choice="required",
+        parallel_tool_calls=False,
+        max_iterations=3,
+        max_tokens=128,
+    )
     console.print(f"[bold]user:[/bold] {prompt}")
     async with Client(base) as client:
         job_id = await client.submit(request)
@@ -131,7 +150,9 @@ async def _converse(base: str, prompt: str) -> int:
         result = await client.result(job_id, timeout=30)
     ok = last is not None and last.type == EventType.final
     usage = result.usage
-    console.print(f"\n[dim]{result.iterations} rounds, {usage.prompt_tokens} prompt tokens "
-                  f"({usage.cached_prompt_tokens} from cache), {usage.completion_tokens} generated, "
-                  f"{result.timings.total_ms:.0f} ms[/dim]")
+    console.print(
+        f"\n[dim]{result.iterations} rounds, {usage.prompt_tokens} prompt tokens "
+        f"({usage.cached_prompt_tokens} from cache), {usage.completion_tokens} generated, "
+        f"{result.timings.total_ms:.0f} ms[/dim]"
+    )
     return 0 if ok else 1

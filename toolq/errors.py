@@ -7,15 +7,16 @@ caller catches ``UnknownModel`` whether it talks HTTP or Redis.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 
 class ToolqError(Exception):
     status: int = 500
     code: str = "internal"
 
-    def __init__(self, message: str, *, field: Optional[str] = None, code: Optional[str] = None,
-                 headers: Optional[dict[str, str]] = None):
+    def __init__(
+        self, message: str, *, field: str | None = None, code: str | None = None, headers: dict[str, str] | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.field = field
@@ -90,12 +91,24 @@ class Unavailable(ToolqError):
 
 # For the SDK: the class to raise for an error code read from a gateway answer.
 BY_CODE: dict[str, type[ToolqError]] = {
-    cls.code: cls for cls in (InvalidRequest, UnknownModel, UnknownTool, LimitExceeded, BadRequest,
-                              Unauthorized, NotFound, JobNotFoundError, BodyTooLarge, QueueFull, Unavailable)
+    cls.code: cls
+    for cls in (
+        InvalidRequest,
+        UnknownModel,
+        UnknownTool,
+        LimitExceeded,
+        BadRequest,
+        Unauthorized,
+        NotFound,
+        JobNotFoundError,
+        BodyTooLarge,
+        QueueFull,
+        Unavailable,
+    )
 }
 
 
-def from_response(status: int, body: Any, headers: Optional[dict[str, str]] = None) -> ToolqError:
+def from_response(status: int, body: Any, headers: dict[str, str] | None = None) -> ToolqError:
     """Rebuild the exception a gateway answer stands for."""
     err = body.get("error") if isinstance(body, dict) else None
     if not isinstance(err, dict):

@@ -15,7 +15,8 @@ live in one spot:
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator, Optional
+from collections.abc import AsyncIterator
+from typing import Any
 
 from toolq import arq_link, keys
 from toolq.arq_link import connect
@@ -58,8 +59,7 @@ class JobEnded(Exception):
         self.reason = reason
 
 
-_REFUSED = {0: "already ended", -1: "taken over by a newer attempt", -2: "not in the expected state",
-            -3: "no such job"}
+_REFUSED = {0: "already ended", -1: "taken over by a newer attempt", -2: "not in the expected state", -3: "no such job"}
 
 _STATUS_OF_TERMINAL = {
     EventType.final: JobStatus.succeeded,
@@ -68,21 +68,34 @@ _STATUS_OF_TERMINAL = {
 }
 
 
-def _event_parts(job_id: str, type: EventType, data: Optional[dict[str, Any]], ts: int) -> tuple[str, str]:
+def _event_parts(job_id: str, type: EventType, data: dict[str, Any] | None, ts: int) -> tuple[str, str]:
     """An event's JSON around its seq, which the script that writes it allocates."""
     head = '{"job_id":' + json.dumps(job_id) + ',"seq":'
-    tail = (',"type":"' + type.value + '","ts":' + str(ts) + ',"data":'
-            + json.dumps(data or {}, ensure_ascii=False, separators=(",", ":"), default=str) + "}")
+    tail = (
+        ',"type":"'
+        + type.value
+        + '","ts":'
+        + str(ts)
+        + ',"data":'
+        + json.dumps(data or {}, ensure_ascii=False, separators=(",", ":"), default=str)
+        + "}"
+    )
     return head, tail
 
 
-def _decode(h: dict) -> dict[str, str]:
+def _decode(h: dict[bytes, bytes]) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in h.items()}
 
 
 class JobStore:
-    def __init__(self, redis: Any, *, event_ttl_s: int = 24 * 3600, stream_maxlen: int = 10_000,
-                 idempotency_ttl_s: int = 24 * 3600):
+    def __init__(
+        self,
+        redis: Any,
+        *,
+        event_ttl_s: int = 24 * 3600,
+        stream_maxlen: int = 10_000,
+        idempotency_ttl_s: int = 24 * 3600,
+    ):
         self.redis = redis  # from toolq.arq_link.connect
         self.event_ttl_s = event_ttl_s
         self.stream_maxlen = stream_maxlen
@@ -91,7 +104,7 @@ class JobStore:
         self._submit = Script(redis, "submit")
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> "JobStore":
+    def from_url(cls, url: str, **kwargs: Any) -> JobStore:
         return cls(connect(url), **kwargs)
 
     async def close(self) -> None:
@@ -99,8 +112,15 @@ class JobStore:
 
     # ------------------------------------------------------------------ submitting
 
-    async def submit(self, request: JobRequest, *, model: Optional[str], tenant: str = "default",
-                     idempotency_key: Optional[str] = None, max_queue_depth: Optional[int] = None) -> tuple[str, bool]:
+    async def submit(
+        self,
+        request: JobRequest,
+        *,
+        model: str | None,
+        tenant: str = "default",
+        idempotency_key: str | None = None,
+        max_queue_depth: int | None = None,
+    ) -> tuple[str, bool]:
         """Record, announce (``queued``) and enqueue a job, in one script. Returns (job id, created).
 
         With an idempotency key, the same key from the same tenant returns the first job while it
@@ -116,11 +136,24 @@ class JobStore:
         created = now_ms()
         head, tail = _event_parts(job_id, EventType.queued, {"model": model, "attempt": 1}, created)
         code, value = await self._submit(
-            job=keys.job(job_id), log=keys.log(job_id), job_channel=keys.events_channel(job_id),
-            all_channel=keys.EVENTS_ALL, idempotency=keys.idempotency(tenant, key or "-"), wake=keys.wake(model or ""),
-            job_id=job_id, request=request.model_dump_json(), model=model, tenant=tenant, created_ms=created,
-            head=head, tail=tail, maxlen=self.stream_maxlen, idempotency_ttl_s=self.idempotency_ttl_s if key else None,
-            max_depth=max_queue_depth, job_prefix=keys.JOB_PREFIX, wake_backlog=arq_link.WAKE_BACKLOG,
+            job=keys.job(job_id),
+            log=keys.log(job_id),
+            job_channel=keys.events_channel(job_id),
+            all_channel=keys.EVENTS_ALL,
+            idempotency=keys.idempotency(tenant, key or "-"),
+            wake=keys.wake(model or ""),
+            job_id=job_id,
+            request=request.model_dump_json(),
+            model=model,
+            tenant=tenant,
+            created_ms=created,
+            head=head,
+            tail=tail,
+            maxlen=self.stream_maxlen,
+            idempotency_ttl_s=self.idempotency_ttl_s if key else None,
+            max_depth=max_queue_depth,
+            job_prefix=keys.JOB_PREFIX,
+            wake_backlog=arq_link.WAKE_BACKLOG,
             **arq_link.arq_job(job_id, model or "", 1, created),
         )
         if code == -1:
@@ -132,38 +165,59 @@ class JobStore:
 
     # ------------------------------------------------------------------ events
 
-    async def emit(self, job_id: str, type: EventType, data: Optional[dict[str, Any]] = None, *,
-                   attempt: int = 0, status: Optional[JobStatus] = None, result: Optional[JobResult] = None,
-                   checkpoint: Optional[dict[str, Any]] = None, only_if_status: Optional[JobStatus] = None,
-                   lease_ms: Optional[int] = None) -> int:
+    async def emit(
+        self,
+        job_id: str,
+        type: EventType,
+        data: dict[str, Any] | None = None,
+        *,
+        attempt: int = 0,
+        status: JobStatus | None = None,
+        result: JobResult | None = None,
+        checkpoint: dict[str, Any] | None = None,
+        only_if_status: JobStatus | None = None,
+        lease_ms: int | None = None,
+    ) -> int:
         """Write one event; returns its seq. Raises JobEnded when the write is refused."""
         terminal = type in TERMINAL_EVENTS
         if terminal and status is None:
             status = _STATUS_OF_TERMINAL[type]
         ts = now_ms()
         head, tail = _event_parts(job_id, type, data, ts)
-        seq = await self._emit(
-            job=keys.job(job_id), log=keys.log(job_id), job_channel=keys.events_channel(job_id),
-            all_channel=keys.EVENTS_ALL, leases=keys.LEASES,
-            head=head, tail=tail, terminal=terminal, attempt=attempt,
-            only_if_status=only_if_status.value if only_if_status else None, status=status.value if status else None,
+        seq: int = await self._emit(
+            job=keys.job(job_id),
+            log=keys.log(job_id),
+            job_channel=keys.events_channel(job_id),
+            all_channel=keys.EVENTS_ALL,
+            leases=keys.LEASES,
+            head=head,
+            tail=tail,
+            terminal=terminal,
+            attempt=attempt,
+            only_if_status=only_if_status.value if only_if_status else None,
+            status=status.value if status else None,
             result=result.model_dump_json() if result else None,
             checkpoint=json.dumps(checkpoint, ensure_ascii=False, default=str) if checkpoint is not None else None,
-            maxlen=self.stream_maxlen, ttl_s=self.event_ttl_s, job_id=job_id, lease_ms=lease_ms, now_ms=ts,
+            maxlen=self.stream_maxlen,
+            ttl_s=self.event_ttl_s,
+            job_id=job_id,
+            lease_ms=lease_ms,
+            now_ms=ts,
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])
         return seq
 
-    async def events(self, job_id: str, after: int = 0, count: Optional[int] = None) -> list[Event]:
+    async def events(self, job_id: str, after: int = 0, count: int | None = None) -> list[Event]:
         """The job's events with seq > after, from its stream."""
         raw = await self.redis.xrange(keys.log(job_id), min=f"({after}-0" if after else "-", max="+", count=count)
         if not raw and not await self.redis.exists(keys.job(job_id)):
             raise JobNotFound(job_id)
         return [Event.model_validate_json(fields[b"e"]) for _, fields in raw]
 
-    async def follow(self, job_id: str, after: int = 0, *, idle_s: float = 15.0,
-                     ticks: bool = False) -> AsyncIterator[Optional[Event]]:
+    async def follow(
+        self, job_id: str, after: int = 0, *, idle_s: float = 15.0, ticks: bool = False
+    ) -> AsyncIterator[Event | None]:
         """Replay events after ``after``, then follow live until the terminal event.
 
         Reading the stream with XREAD BLOCK from the last seq seen is gap-free and never repeats
@@ -213,7 +267,7 @@ class JobStore:
             raise JobNotFound(job_id)
         return JobStatus(raw.decode())
 
-    async def result(self, job_id: str) -> Optional[JobResult]:
+    async def result(self, job_id: str) -> JobResult | None:
         raw = await self.redis.hget(keys.job(job_id), "result")
         if raw is None and not await self.redis.exists(keys.job(job_id)):
             raise JobNotFound(job_id)
@@ -228,12 +282,21 @@ class JobStore:
         if rec.get("terminal") == "1":
             return JobStatus(rec["status"])
         await self.redis.set(keys.cancel(job_id), 1, ex=self.event_ttl_s)
-        result = JobResult(job_id=job_id, status=JobStatus.cancelled, finish_reason="cancelled",
-                           attempt=int(rec.get("attempt", 1)),
-                           messages=JobRequest.model_validate_json(rec["request"]).messages)
+        result = JobResult(
+            job_id=job_id,
+            status=JobStatus.cancelled,
+            finish_reason="cancelled",
+            attempt=int(rec.get("attempt", 1)),
+            messages=JobRequest.model_validate_json(rec["request"]).messages,
+        )
         try:
-            await self.emit(job_id, EventType.cancelled, {"reason": "cancelled while queued"},
-                            result=result, only_if_status=JobStatus.queued)
+            await self.emit(
+                job_id,
+                EventType.cancelled,
+                {"reason": "cancelled while queued"},
+                result=result,
+                only_if_status=JobStatus.queued,
+            )
             return JobStatus.cancelled
         except JobEnded:
             return await self.status(job_id)

@@ -23,8 +23,11 @@ class Leases:
 
     async def renew(self, job_id: str, attempt: int, lease_ms: int) -> bool:
         """Extend the lease; False once this attempt no longer owns the job (or it ended)."""
-        return bool(await self._renew(leases=keys.LEASES, job=keys.job(job_id), job_id=job_id, attempt=attempt,
-                                      lease_ms=lease_ms))
+        return bool(
+            await self._renew(
+                leases=keys.LEASES, job=keys.job(job_id), job_id=job_id, attempt=attempt, lease_ms=lease_ms
+            )
+        )
 
     async def claim_expired(self, model: str, grace_ms: int, limit: int = 100) -> list[tuple[str, int]]:
         """Take over every job of this model whose lease ran out; returns (job id, new attempt).
@@ -32,8 +35,9 @@ class Leases:
         The caller enqueues each new attempt. The claim leaves a lease of ``grace_ms`` so that, if
         the caller dies before enqueueing, the job is claimed again rather than lost.
         """
-        flat = await self._claim(leases=keys.LEASES, model=model, job_prefix=keys.JOB_PREFIX, grace_ms=grace_ms,
-                                 limit=limit)
+        flat = await self._claim(
+            leases=keys.LEASES, model=model, job_prefix=keys.JOB_PREFIX, grace_ms=grace_ms, limit=limit
+        )
         return [(flat[i].decode(), int(flat[i + 1])) for i in range(0, len(flat), 2)]
 
     async def release(self, job_id: str) -> None:

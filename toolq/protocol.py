@@ -11,7 +11,7 @@ import json
 import secrets
 import time
 from enum import Enum
-from typing import Any, Literal, Optional, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -74,13 +74,13 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 class Message(_Model):
     role: Role
-    content: Optional[str] = None
-    tool_calls: Optional[list[ToolCall]] = None
-    tool_call_id: Optional[str] = None
-    name: Optional[str] = None
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
 
     @model_validator(mode="after")
-    def _check_shape(self) -> "Message":
+    def _check_shape(self) -> Message:
         if self.tool_calls and self.role != "assistant":
             raise ValueError(f"only assistant messages may carry tool_calls, not role {self.role!r}")
         if self.role in ("system", "user") and self.content is None:
@@ -109,26 +109,26 @@ class NamedToolChoice(_Model):
         return self.function["name"]
 
 
-ToolChoice = Union[Literal["auto", "none", "required"], NamedToolChoice]
+ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 
 
 class JobRequest(_Model):
     version: int = PROTOCOL_VERSION
     messages: list[Message] = Field(min_length=1)
-    tools: Optional[list[str]] = None  # names from the worker registry; None means all
+    tools: list[str] | None = None  # names from the worker registry; None means all
     tool_choice: ToolChoice = "auto"
     # False: at most one call per turn (the grammar ends after it). Small models that repeat a
     # call until max_tokens are much faster with it.
     parallel_tool_calls: bool = True
-    model: Optional[str] = None  # None: the only model served, if exactly one is
+    model: str | None = None  # None: the only model served, if exactly one is
     max_iterations: int = Field(default=5, ge=1, le=100)
     max_tokens: int = Field(default=512, ge=1, le=32768)
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    seed: Optional[int] = Field(default=None, ge=0, le=2**32 - 1)
+    seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
     stream_tokens: bool = False
-    timeout_s: Optional[float] = Field(default=None, gt=0, le=86400)
+    timeout_s: float | None = Field(default=None, gt=0, le=86400)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    idempotency_key: Optional[str] = Field(default=None, min_length=1, max_length=256)
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
 
     @field_validator("version")
     @classmethod
@@ -138,7 +138,7 @@ class JobRequest(_Model):
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> "JobRequest":
+    def _check(self) -> JobRequest:
         if isinstance(self.tool_choice, NamedToolChoice) and self.tools is not None:
             if self.tool_choice.name not in self.tools:
                 raise ValueError(f"tool_choice names {self.tool_choice.name!r}, which is not in tools")
@@ -146,7 +146,7 @@ class JobRequest(_Model):
             raise ValueError("tool_choice 'required' needs at least one tool")
         return self
 
-    def forced_tool(self) -> Optional[str]:
+    def forced_tool(self) -> str | None:
         return self.tool_choice.name if isinstance(self.tool_choice, NamedToolChoice) else None
 
 
@@ -209,7 +209,7 @@ class Usage(_Model):
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cached_prompt_tokens += other.cached_prompt_tokens
@@ -230,11 +230,11 @@ class ErrorInfo(_Model):
 class JobResult(_Model):
     job_id: str
     status: JobStatus
-    content: Optional[str] = None
+    content: str | None = None
     messages: list[Message] = Field(default_factory=list)
     iterations: int = 0
     finish_reason: FinishReason
     usage: Usage = Field(default_factory=Usage)
     timings: Timings = Field(default_factory=Timings)
-    error: Optional[ErrorInfo] = None
+    error: ErrorInfo | None = None
     attempt: int = 1

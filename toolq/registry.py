@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, cast
 
 from toolq import keys
 from toolq.api import ModelView, ToolSpec
@@ -24,7 +24,7 @@ class WorkerInfo:
     id: str
     model: str
     tools: tuple[dict[str, Any], ...]  # OpenAI function specs
-    gpu: Optional[int] = None
+    gpu: int | None = None
     heartbeat_ms: int = 0
     busy: int = 0
     jobs_done: int = 0
@@ -45,25 +45,51 @@ class WorkerInfo:
 
     def to_hash(self) -> dict[str, Any]:
         """The registry hash of this worker (what ``from_hash`` reads back)."""
-        return {"id": self.id, "model": self.model, "gpu": "" if self.gpu is None else self.gpu,
-                "tools": json.dumps(list(self.tools)), "heartbeat_ms": self.heartbeat_ms, "busy": self.busy,
-                "jobs_done": self.jobs_done, "max_jobs": self.max_jobs, "host": self.host, "pid": self.pid,
-                "slots": self.slots, "slots_busy": self.slots_busy, "batch_size": self.batch_size,
-                "prefill_tps": self.prefill_tps, "decode_tps": self.decode_tps}
+        return {
+            "id": self.id,
+            "model": self.model,
+            "gpu": "" if self.gpu is None else self.gpu,
+            "tools": json.dumps(list(self.tools)),
+            "heartbeat_ms": self.heartbeat_ms,
+            "busy": self.busy,
+            "jobs_done": self.jobs_done,
+            "max_jobs": self.max_jobs,
+            "host": self.host,
+            "pid": self.pid,
+            "slots": self.slots,
+            "slots_busy": self.slots_busy,
+            "batch_size": self.batch_size,
+            "prefill_tps": self.prefill_tps,
+            "decode_tps": self.decode_tps,
+        }
 
     @classmethod
-    def from_hash(cls, h: dict[bytes, bytes]) -> Optional["WorkerInfo"]:
+    def from_hash(cls, h: dict[bytes, bytes]) -> WorkerInfo | None:
         """Parse one registry hash; None for an entry too broken to trust (a half-written hash)."""
         d = {k.decode(): v.decode() for k, v in h.items()}
         try:
-            tools = tuple(t for t in json.loads(d.get("tools") or "[]")
-                          if isinstance(t, dict) and isinstance(t.get("function"), dict) and t["function"].get("name"))
-            return cls(id=d["id"], model=d["model"], tools=tools, gpu=int(d["gpu"]) if d.get("gpu") else None,
-                       heartbeat_ms=int(d.get("heartbeat_ms") or 0), busy=int(d.get("busy") or 0),
-                       jobs_done=int(d.get("jobs_done") or 0), max_jobs=int(d.get("max_jobs") or 1),
-                       host=d.get("host", ""), pid=int(d.get("pid") or 0), slots=int(d.get("slots") or 1),
-                       slots_busy=int(d.get("slots_busy") or 0), batch_size=float(d.get("batch_size") or 0),
-                       prefill_tps=float(d.get("prefill_tps") or 0), decode_tps=float(d.get("decode_tps") or 0))
+            tools = tuple(
+                t
+                for t in json.loads(d.get("tools") or "[]")
+                if isinstance(t, dict) and isinstance(t.get("function"), dict) and t["function"].get("name")
+            )
+            return cls(
+                id=d["id"],
+                model=d["model"],
+                tools=tools,
+                gpu=int(d["gpu"]) if d.get("gpu") else None,
+                heartbeat_ms=int(d.get("heartbeat_ms") or 0),
+                busy=int(d.get("busy") or 0),
+                jobs_done=int(d.get("jobs_done") or 0),
+                max_jobs=int(d.get("max_jobs") or 1),
+                host=d.get("host", ""),
+                pid=int(d.get("pid") or 0),
+                slots=int(d.get("slots") or 1),
+                slots_busy=int(d.get("slots_busy") or 0),
+                batch_size=float(d.get("batch_size") or 0),
+                prefill_tps=float(d.get("prefill_tps") or 0),
+                decode_tps=float(d.get("decode_tps") or 0),
+            )
         except (KeyError, ValueError, TypeError):
             return None
 
@@ -105,11 +131,18 @@ class Fleet:
             for m in models:
                 pipe.zcard(keys.queue(m))
             depths = await pipe.execute()
-        return [ModelView(id=m, workers=len(self.workers_of(m)), busy=sum(w.busy for w in self.workers_of(m)),
-                          queue_depth=d, tools=sorted(self.tools_of(m)),
-                          slots=sum(w.slots for w in self.workers_of(m)),
-                          slots_busy=sum(w.slots_busy for w in self.workers_of(m)))
-                for m, d in zip(models, depths, strict=True)]
+        return [
+            ModelView(
+                id=m,
+                workers=len(self.workers_of(m)),
+                busy=sum(w.busy for w in self.workers_of(m)),
+                queue_depth=d,
+                tools=sorted(self.tools_of(m)),
+                slots=sum(w.slots for w in self.workers_of(m)),
+                slots_busy=sum(w.slots_busy for w in self.workers_of(m)),
+            )
+            for m, d in zip(models, depths, strict=True)
+        ]
 
     def resolve(self, request: JobRequest) -> str:
         """The model the job goes to, after checking that its model and tools are served.
@@ -122,12 +155,14 @@ class Fleet:
         model = request.model
         if model is None:
             if len(models) > 1:
-                raise UnknownModel(f"model is required when several are served; choose one of: {', '.join(models)}",
-                                   field="model")
+                raise UnknownModel(
+                    f"model is required when several are served; choose one of: {', '.join(models)}", field="model"
+                )
             model = models[0]
         elif model not in models:
-            raise UnknownModel(f"model {model!r} is not served by any live worker; served: {', '.join(models)}",
-                               field="model")
+            raise UnknownModel(
+                f"model {model!r} is not served by any live worker; served: {', '.join(models)}", field="model"
+            )
         served = self.tools_of(model)
         asked = list(request.tools or [])
         forced = request.forced_tool()
@@ -135,8 +170,11 @@ class Fleet:
             asked.append(forced)
         unknown = sorted({name for name in asked if name not in served})
         if unknown:
-            raise UnknownTool(f"unknown tool(s) {', '.join(map(repr, unknown))} for model {model!r}; "
-                              f"available: {', '.join(sorted(served)) or 'none'}", field="tools")
+            raise UnknownTool(
+                f"unknown tool(s) {', '.join(map(repr, unknown))} for model {model!r}; "
+                f"available: {', '.join(sorted(served)) or 'none'}",
+                field="tools",
+            )
         if request.tool_choice == "required" and not served:
             raise UnknownTool(f"tool_choice 'required' but model {model!r} serves no tools", field="tool_choice")
         return model
@@ -182,7 +220,7 @@ async def read_fleet(redis: Any, *, prune: bool = True) -> Fleet:
     return Fleet(tuple(workers))
 
 
-def local_worker_alive(redis_url: str, host: Optional[str] = None) -> bool:
+def local_worker_alive(redis_url: str, host: str | None = None) -> bool:
     """True when a live worker of this host is registered: the container healthcheck.
 
     Synchronous and dependency-light on purpose: it runs as ``python -c`` every few seconds.
@@ -192,8 +230,9 @@ def local_worker_alive(redis_url: str, host: Optional[str] = None) -> bool:
     host = host or socket.gethostname()
     r = redis_sync.Redis.from_url(redis_url, socket_connect_timeout=2, socket_timeout=2)
     try:
-        for wid in r.smembers(keys.WORKERS):
-            if r.hget(keys.worker(wid.decode()), "host") == host.encode():
+        # A sync client: redis-py types its commands for both clients (a result or an awaitable).
+        for wid in cast("set[bytes]", r.smembers(keys.WORKERS)):
+            if cast("bytes | None", r.hget(keys.worker(wid.decode()), "host")) == host.encode():
                 return True
         return False
     finally:

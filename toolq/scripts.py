@@ -33,7 +33,7 @@ class LuaSource:
 
 
 def _read(filename: str) -> str:
-    return resources.files("toolq").joinpath("lua", filename).read_text(encoding="utf-8")
+    return resources.files("toolq").joinpath("lua").joinpath(filename).read_text(encoding="utf-8")
 
 
 def _names(body: str, kind: str, script: str) -> tuple[str, ...]:

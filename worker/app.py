@@ -18,7 +18,7 @@ import asyncio
 import os
 import socket
 import time
-from typing import Any, Optional
+from typing import Any
 
 import structlog
 
@@ -46,12 +46,19 @@ def build_loop(settings: WorkerSettings, engine: Engine, registry: ToolRegistry)
         template = ChatTemplate.from_gguf_metadata(getattr(engine, "metadata", {}), bos_token=bos, eos_token=eos)
     else:
         template = ChatTemplate.from_file(path, bos_token=bos, eos_token=eos)
-    return ConversationLoop(engine, template, get_format(settings.tool_format), registry,
-                            tool_timeout_s=settings.tool_timeout_s, prompt_variant=settings.prompt_variant)
+    return ConversationLoop(
+        engine,
+        template,
+        get_format(settings.tool_format),
+        registry,
+        tool_timeout_s=settings.tool_timeout_s,
+        prompt_variant=settings.prompt_variant,
+    )
 
 
-def create_worker(settings: WorkerSettings, engine: Engine, *, worker_id: Optional[str] = None,
-                  handle_signals: bool = True) -> WakeableWorker:
+def create_worker(
+    settings: WorkerSettings, engine: Engine, *, worker_id: str | None = None, handle_signals: bool = True
+) -> WakeableWorker:
     """A worker for this model's queue; ``worker.run()`` serves it until SIGTERM."""
     model = settings.model_name or engine.name
     worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
@@ -62,13 +69,27 @@ def create_worker(settings: WorkerSettings, engine: Engine, *, worker_id: Option
     async def startup(redis: Any) -> None:
         registry = load_tool_modules(settings.tool_modules)
         store = JobStore(redis, event_ttl_s=settings.event_ttl_s, stream_maxlen=settings.stream_maxlen)
-        state = WorkerState(settings=settings, engine=engine, loop=build_loop(settings, engine, registry), store=store,
-                            leases=Leases(redis), registry=registry, model=model, worker_id=worker_id,
-                            max_jobs=max_jobs)
+        state = WorkerState(
+            settings=settings,
+            engine=engine,
+            loop=build_loop(settings, engine, registry),
+            store=store,
+            leases=Leases(redis),
+            registry=registry,
+            model=model,
+            worker_id=worker_id,
+            max_jobs=max_jobs,
+        )
         holder["state"] = state
         state.background.append(asyncio.create_task(heartbeat(state)))
-        log.info("worker ready", worker_id=worker_id, model=model, queue=keys.queue(model),
-                 tools=registry.names(), gpu=settings.gpu)
+        log.info(
+            "worker ready",
+            worker_id=worker_id,
+            model=model,
+            queue=keys.queue(model),
+            tools=registry.names(),
+            gpu=settings.gpu,
+        )
 
     async def shutdown() -> None:
         state = holder.get("state")
@@ -83,9 +104,16 @@ def create_worker(settings: WorkerSettings, engine: Engine, *, worker_id: Option
         return await run_job(holder["state"], job_id, attempt)
 
     return make_worker(
-        model=model, worker_id=worker_id, redis_url=settings.redis_url, run=run, on_startup=startup,
-        on_shutdown=shutdown, max_jobs=max_jobs,
+        model=model,
+        worker_id=worker_id,
+        redis_url=settings.redis_url,
+        run=run,
+        on_startup=startup,
+        on_shutdown=shutdown,
+        max_jobs=max_jobs,
         job_timeout_s=settings.job_timeout_cap_s + 60,  # a job's own deadline stops it; the queue's is a backstop
-        poll_delay_s=settings.poll_delay_s, wake=settings.wake_on_enqueue, shutdown_grace_s=settings.shutdown_grace_s,
+        poll_delay_s=settings.poll_delay_s,
+        wake=settings.wake_on_enqueue,
+        shutdown_grace_s=settings.shutdown_grace_s,
         handle_signals=handle_signals,
     )

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from toolq.cli import CommandError, validation_message
 
@@ -29,11 +29,17 @@ def register(subparsers: Any) -> None:
     w.add_argument("--template", help="chat template file in chat_templates/, a path, or 'gguf'")
     w.add_argument("--format", help="tool-call format (default hermes)")
     w.add_argument("--tools", action="append", help="module whose @tool functions to serve (repeatable)")
-    w.add_argument("--slots", type=int, help="sequences decoded together in one context (default 4 on a CPU, 16 with --gpu)")
+    w.add_argument(
+        "--slots", type=int, help="sequences decoded together in one context (default 4 on a CPU, 16 with --gpu)"
+    )
     w.add_argument("--max-jobs", type=int, help="jobs run at once (default: the slot count)")
     w.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
-    w.add_argument("--engine", choices=["llama", "scripted"], default="llama",
-                   help="'scripted' replies by rules from --script (tests and benchmarks only)")
+    w.add_argument(
+        "--engine",
+        choices=["llama", "scripted"],
+        default="llama",
+        help="'scripted' replies by rules from --script (tests and benchmarks only)",
+    )
     w.add_argument("--script", help="rules file for --engine scripted")
     w.set_defaults(func=cmd_worker)
 
@@ -62,12 +68,24 @@ def cmd_worker(args: argparse.Namespace) -> int:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)
     from worker.main import run_worker
 
-    overrides = {k: v for k, v in {
-        "redis_url": args.redis, "model_path": args.model, "model_name": args.name, "gpu": args.gpu,
-        "n_gpu_layers": -1 if args.gpu is not None else None, "n_threads": args.threads,
-        "chat_template": args.template, "tool_format": args.format, "max_jobs": args.max_jobs, "slots": args.slots,
-        "tool_modules": args.tools or None, "metrics_port": args.metrics_port,
-    }.items() if v is not None}
+    overrides = {
+        k: v
+        for k, v in {
+            "redis_url": args.redis,
+            "model_path": args.model,
+            "model_name": args.name,
+            "gpu": args.gpu,
+            "n_gpu_layers": -1 if args.gpu is not None else None,
+            "n_threads": args.threads,
+            "chat_template": args.template,
+            "tool_format": args.format,
+            "max_jobs": args.max_jobs,
+            "slots": args.slots,
+            "tool_modules": args.tools or None,
+            "metrics_port": args.metrics_port,
+        }.items()
+        if v is not None
+    }
     return run_worker(overrides, engine=args.engine, script=args.script)
 
 
@@ -83,7 +101,7 @@ def _tool_format(name: str) -> Any:
         raise CommandError(e.args[0] if e.args else f"unknown tool-call format {name!r}") from None
 
 
-def _read_tools(path: Optional[str]) -> list[dict[str, Any]]:
+def _read_tools(path: str | None) -> list[dict[str, Any]]:
     """Tool specs from a JSON file (a list of OpenAI function specs, or {"tools": [...]}), else the demo tools."""
     if not path:
         from worker.tools import load_tool_modules
@@ -100,8 +118,10 @@ def _read_tools(path: Optional[str]) -> list[dict[str, Any]]:
         isinstance(t, dict) and isinstance(t.get("function"), dict) and isinstance(t["function"].get("name"), str)
         for t in tools
     ):
-        raise CommandError(f"the tools file {path} must hold a list of OpenAI function specs "
-                           '({"type": "function", "function": {"name": ...}}), or {"tools": [...]}')
+        raise CommandError(
+            f"the tools file {path} must hold a list of OpenAI function specs "
+            '({"type": "function", "function": {"name": ...}}), or {"tools": [...]}'
+        )
     return tools
 
 
@@ -109,9 +129,11 @@ def cmd_parse(args: argparse.Namespace) -> int:
     fmt = _tool_format(args.format)
     tools = _read_tools(args.tools)
     parsed = fmt.parse(sys.stdin.read(), {t["function"]["name"] for t in tools})
-    out = {"content": parsed.content,
-           "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in parsed.tool_calls],
-           "errors": parsed.errors}
+    out = {
+        "content": parsed.content,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in parsed.tool_calls],
+        "errors": parsed.errors,
+    }
     print(json.dumps(out, ensure_ascii=False, indent=2))
     return 0
 
@@ -144,8 +166,13 @@ def cmd_render(args: argparse.Namespace) -> int:
     tools = _read_tools(args.tools)
     try:
         template = ChatTemplate.from_file(args.template, bos_token=args.bos, eos_token=args.eos)
-        prompt = template.render(request.messages, tools=tools, fmt=fmt,
-                                 add_generation_prompt=not args.no_generation_prompt, prompt_variant=args.variant)
+        prompt = template.render(
+            request.messages,
+            tools=tools,
+            fmt=fmt,
+            add_generation_prompt=not args.no_generation_prompt,
+            prompt_variant=args.variant,
+        )
     except TemplateError as e:
         raise CommandError(str(e)) from None
     sys.stdout.write(prompt.text)

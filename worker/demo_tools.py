@@ -2,14 +2,15 @@
 
 The names come from the reference tool conversations the formats are tested against
 (tests/support/seed.py: superSecretTool and say; get_flumbuster and calculate_zorbix from the
-obfuscated Hermes end-to-end conversations). Made-up names matter: a model cannot answer from memory, it must call the tool.
+obfuscated Hermes end-to-end conversations). Made-up names matter: a model cannot answer from
+memory, it must call the tool.
 Load them with ``load_tool_modules(["worker.demo_tools"])``.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Literal, Optional, Union
+from typing import Literal
 
 from worker.tools import tool
 
@@ -17,7 +18,7 @@ _GRADES = ("calm", "mild", "brisk", "wild", "feral")
 
 
 @tool
-def superSecretTool(a: int, b: int) -> int:  # noqa: N802 - the name the reference conversations use
+def superSecretTool(a: int, b: int) -> int:
     """Adds two numbers
 
     Args:
@@ -38,7 +39,7 @@ def say(text: str) -> str:
 
 
 @tool
-def get_flumbuster(location: str, uster: Optional[str] = None) -> dict:
+def get_flumbuster(location: str, uster: str | None = None) -> dict:
     """Get the current flumbuster reading for a location.
 
     A flumbuster reading tells how strongly the flumbuster field is felt at a place: a level from
@@ -53,7 +54,7 @@ def get_flumbuster(location: str, uster: Optional[str] = None) -> dict:
     # sha256, not hash(): Python salts str hashes per process, and the reading must be stable.
     place = " ".join(location.split()).lower()
     profile = (uster or "").strip().lower()
-    digest = hashlib.sha256(f"{place}|{profile}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{place}|{profile}".encode()).digest()
     level = int.from_bytes(digest[:4], "big") % 1000
     return {
         "location": location,
@@ -64,9 +65,7 @@ def get_flumbuster(location: str, uster: Optional[str] = None) -> dict:
 
 
 @tool
-def calculate_zorbix(
-    zorb: int, bix: int, mode: Literal["add", "sub", "mul", "div"] = "add"
-) -> Union[int, float]:
+def calculate_zorbix(zorb: int, bix: int, mode: Literal["add", "sub", "mul", "div"] = "add") -> int | float:
     """Calculate the zorbix of two whole numbers, zorb and bix.
 
     The zorbix combines zorb and bix with the chosen mode: "add" (zorb + bix, the default),

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional
+from typing import Any
 
 from toolq.jobstore import JobStore
-from worker import metrics
 from toolq.protocol import EventType, JobResult, JobStatus, ToolCall
+from worker import metrics
 
 
 class EventLog:
@@ -20,33 +20,55 @@ class EventLog:
         # Token text is coalesced: the generation thread appends, one task flushes whatever has
         # gathered, so a fast model costs one Redis round trip per flush, not per token.
         self._pending: list[str] = []
-        self._flushing: Optional[asyncio.Task] = None
+        self._flushing: asyncio.Task | None = None
         self._wake = asyncio.Event()
         self._flush_lock = asyncio.Lock()
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def _emit(self, type: EventType, data: dict[str, Any], **kw: Any) -> int:
         return await self.store.emit(self.job_id, type, data, attempt=self.attempt, **kw)
 
     async def started(self, *, worker_id: str, model: str, resumed: bool) -> int:
-        return await self._emit(EventType.started,
-                                {"attempt": self.attempt, "worker": worker_id, "model": model, "resumed": resumed},
-                                status=JobStatus.running, lease_ms=self.lease_ms)
+        return await self._emit(
+            EventType.started,
+            {"attempt": self.attempt, "worker": worker_id, "model": model, "resumed": resumed},
+            status=JobStatus.running,
+            lease_ms=self.lease_ms,
+        )
 
     async def tool_call(self, call: ToolCall, iteration: int) -> int:
-        return await self._emit(EventType.tool_call, {"id": call.id, "name": call.name,
-                                                      "arguments": call.arguments, "iteration": iteration})
+        return await self._emit(
+            EventType.tool_call, {"id": call.id, "name": call.name, "arguments": call.arguments, "iteration": iteration}
+        )
 
-    async def tool_result(self, call: ToolCall, *, ok: bool, content: str, error: Optional[str],
-                          duration_ms: float, executed: bool, checkpoint: dict[str, Any]) -> int:
+    async def tool_result(
+        self,
+        call: ToolCall,
+        *,
+        ok: bool,
+        content: str,
+        error: str | None,
+        duration_ms: float,
+        executed: bool,
+        checkpoint: dict[str, Any],
+    ) -> int:
         # The checkpoint goes in the same script call as the event: a subscriber never sees a
         # result that a resumed attempt would produce again.
         await self.flush_tokens()
         metrics.observe_tool(call.name, ok, duration_ms)
-        return await self._emit(EventType.tool_result,
-                                {"id": call.id, "name": call.name, "ok": ok, "content": content, "error": error,
-                                 "duration_ms": round(duration_ms, 3), "executed": executed},
-                                checkpoint=checkpoint)
+        return await self._emit(
+            EventType.tool_result,
+            {
+                "id": call.id,
+                "name": call.name,
+                "ok": ok,
+                "content": content,
+                "error": error,
+                "duration_ms": round(duration_ms, 3),
+                "executed": executed,
+            },
+            checkpoint=checkpoint,
+        )
 
     async def end(self, type: EventType, data: dict[str, Any], result: JobResult) -> int:
         await self.flush_tokens()

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Optional, Protocol, Sequence
+from typing import Literal, Protocol
 
 # (text, trusted): trusted text is template markup and may contain control tokens; untrusted
 # text (user messages, tool results) is tokenized as plain text.
@@ -35,19 +36,19 @@ class GenerationRequest:
     segments: Sequence[Segment]
     max_tokens: int = 512
     temperature: float = 0.0
-    seed: Optional[int] = None
+    seed: int | None = None
     stop: Sequence[str] = ()
     # A GBNF grammar. With grammar_trigger set, the grammar is lazy: it applies from the first
     # occurrence of the trigger text on, so free text before it is not slowed down.
-    grammar: Optional[str] = None
-    grammar_trigger: Optional[str] = None
+    grammar: str | None = None
+    grammar_trigger: str | None = None
     # Set from another thread to stop generation between two tokens (cancel, timeout).
     stop_event: threading.Event = field(default_factory=threading.Event)
     # Called from the generation thread with each piece of decoded text.
-    on_text: Optional[Callable[[str], None]] = None
+    on_text: Callable[[str], None] | None = None
     # Called from the generation thread with all the text so far after each token; True ends
     # the generation there with stop reason "stop" (the loop stops a turn that repeats a call).
-    stop_check: Optional[Callable[[str], bool]] = None
+    stop_check: Callable[[str], bool] | None = None
 
 
 @dataclass
@@ -94,8 +95,9 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-async def generate_in_thread(executor: Executor, generate_sync: Callable[[GenerationRequest], GenerationResult],
-                             request: GenerationRequest) -> GenerationResult:
+async def generate_in_thread(
+    executor: Executor, generate_sync: Callable[[GenerationRequest], GenerationResult], request: GenerationRequest
+) -> GenerationResult:
     """Run a blocking generation in the engine's own thread.
 
     Cancelling the awaiting task does not stop a thread, so on cancel the request's stop flag is

@@ -46,11 +46,27 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
     s, redis = state.settings, state.store.redis
     stats = state.engine.stats()
     rates = state.engine_watch.update(stats, time.monotonic())
-    await registry.register(redis, WorkerInfo(
-        id=state.worker_id, model=state.model, tools=tools, gpu=s.gpu, heartbeat_ms=now_ms(),
-        busy=len(state.running), jobs_done=state.jobs_done, max_jobs=state.max_jobs, host=socket.gethostname(),
-        pid=os.getpid(), slots=stats.slots, slots_busy=stats.busy, batch_size=round(rates.batch_size, 2),
-        prefill_tps=round(rates.prefill_tps, 1), decode_tps=round(rates.decode_tps, 1)), ttl_ms)
+    await registry.register(
+        redis,
+        WorkerInfo(
+            id=state.worker_id,
+            model=state.model,
+            tools=tools,
+            gpu=s.gpu,
+            heartbeat_ms=now_ms(),
+            busy=len(state.running),
+            jobs_done=state.jobs_done,
+            max_jobs=state.max_jobs,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            slots=stats.slots,
+            slots_busy=stats.busy,
+            batch_size=round(rates.batch_size, 2),
+            prefill_tps=round(rates.prefill_tps, 1),
+            decode_tps=round(rates.decode_tps, 1),
+        ),
+        ttl_ms,
+    )
     for running in list(state.running.values()):
         if running.task.done():
             continue

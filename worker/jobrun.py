@@ -8,7 +8,7 @@ import asyncio
 import json
 import threading
 from contextlib import suppress
-from typing import Any, Optional
+from typing import Any
 
 import structlog
 from redis.exceptions import RedisError
@@ -50,7 +50,9 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
     structlog.contextvars.bind_contextvars(job_id=job_id, attempt=attempt)
     bound = log
     try:
-        await events.started(worker_id=state.worker_id, model=state.model, resumed=checkpoint is not None or attempt > 1)
+        await events.started(
+            worker_id=state.worker_id, model=state.model, resumed=checkpoint is not None or attempt > 1
+        )
     except JobEnded:
         return "ended"
     started_ms = now_ms()
@@ -87,15 +89,27 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
     return result
 
 
-async def _finish(state: WorkerState, request: JobRequest, running: RunningJob, events: EventLog,
-                  outcome: Any, queue_ms: float, started_ms: int, bound: Any) -> str:
+async def _finish(
+    state: WorkerState,
+    request: JobRequest,
+    running: RunningJob,
+    events: EventLog,
+    outcome: Any,
+    queue_ms: float,
+    started_ms: int,
+    bound: Any,
+) -> str:
     job_id, task = running.job_id, running.task
     why = running.why_stopped
     total_ms = float(now_ms() - started_ms)
 
-    def timings(ls: Optional[LoopState]) -> Timings:
-        return Timings(queue_ms=queue_ms, generate_ms=round(ls.generate_ms, 3) if ls else 0.0,
-                       tools_ms=round(ls.tools_ms, 3) if ls else 0.0, total_ms=total_ms)
+    def timings(ls: LoopState | None) -> Timings:
+        return Timings(
+            queue_ms=queue_ms,
+            generate_ms=round(ls.generate_ms, 3) if ls else 0.0,
+            tools_ms=round(ls.tools_ms, 3) if ls else 0.0,
+            total_ms=total_ms,
+        )
 
     if why in ("superseded", "shutdown"):
         if why == "shutdown":
@@ -114,16 +128,38 @@ async def _finish(state: WorkerState, request: JobRequest, running: RunningJob, 
     try:
         if outcome is not None:
             ls = outcome.state
-            result = JobResult(job_id=job_id, status=JobStatus.succeeded, content=outcome.content,
-                               messages=ls.messages, iterations=ls.iterations, finish_reason=outcome.finish_reason,
-                               usage=ls.usage, timings=timings(ls), attempt=running.attempt)
-            await events.end(EventType.final, {"content": outcome.content, "finish_reason": outcome.finish_reason,
-                                               "iterations": ls.iterations, "usage": ls.usage.model_dump()}, result)
+            result = JobResult(
+                job_id=job_id,
+                status=JobStatus.succeeded,
+                content=outcome.content,
+                messages=ls.messages,
+                iterations=ls.iterations,
+                finish_reason=outcome.finish_reason,
+                usage=ls.usage,
+                timings=timings(ls),
+                attempt=running.attempt,
+            )
+            await events.end(
+                EventType.final,
+                {
+                    "content": outcome.content,
+                    "finish_reason": outcome.finish_reason,
+                    "iterations": ls.iterations,
+                    "usage": ls.usage.model_dump(),
+                },
+                result,
+            )
             bound.info("job finished", finish_reason=outcome.finish_reason, iterations=ls.iterations)
             return "final"
-        if why == "cancelled" or isinstance(exc, Aborted) and why == "cancelled":
-            result = JobResult(job_id=job_id, status=JobStatus.cancelled, finish_reason="cancelled",
-                               messages=request.messages, timings=timings(None), attempt=running.attempt)
+        if why == "cancelled" or (isinstance(exc, Aborted) and why == "cancelled"):
+            result = JobResult(
+                job_id=job_id,
+                status=JobStatus.cancelled,
+                finish_reason="cancelled",
+                messages=request.messages,
+                timings=timings(None),
+                attempt=running.attempt,
+            )
             await events.end(EventType.cancelled, {"reason": "cancelled while running"}, result)
             bound.info("job cancelled")
             return "cancelled"
@@ -132,9 +168,15 @@ async def _finish(state: WorkerState, request: JobRequest, running: RunningJob, 
             code, message, reason = ErrorCode.timeout, "the job ran past its timeout and was stopped", "timeout"
         else:
             code, message, reason = _classify(exc)
-        result = JobResult(job_id=job_id, status=JobStatus.failed, finish_reason=reason,
-                           error=ErrorInfo(code=code, message=message), messages=request.messages,
-                           timings=timings(None), attempt=running.attempt)
+        result = JobResult(
+            job_id=job_id,
+            status=JobStatus.failed,
+            finish_reason=reason,
+            error=ErrorInfo(code=code, message=message),
+            messages=request.messages,
+            timings=timings(None),
+            attempt=running.attempt,
+        )
         await events.end(EventType.error, {"code": code.value, "message": message}, result)
         bound.warning("job failed", code=code.value, error=message)
         return "error"
@@ -143,7 +185,7 @@ async def _finish(state: WorkerState, request: JobRequest, running: RunningJob, 
         return "ended"
 
 
-def _classify(exc: Optional[BaseException]) -> tuple[ErrorCode, str, FinishReason]:
+def _classify(exc: BaseException | None) -> tuple[ErrorCode, str, FinishReason]:
     if exc is None:
         return ErrorCode.internal, "the job stopped without an outcome", "error"
     if isinstance(exc, ContextLengthExceeded):

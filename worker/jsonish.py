@@ -14,8 +14,9 @@ import json
 import math
 import re
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any
 
 _QUOTES = "\"'"
 _OPEN = "{["
@@ -26,7 +27,7 @@ class JsonishError(ValueError):
     """The text is not JSON even after lenient reading; str() is a message a model can act on."""
 
 
-def string_end(text: str, i: int) -> Optional[int]:
+def string_end(text: str, i: int) -> int | None:
     """Index just past the string literal opening at text[i] (a quote), or None if unterminated.
 
     A backslash always escapes the next character, in JSON and in Python literals alike.
@@ -73,9 +74,9 @@ class Scan:
     """
 
     start: int
-    end: Optional[int] = None
-    stopped_at: Optional[int] = None
-    stop: Optional[str] = None
+    end: int | None = None
+    stopped_at: int | None = None
+    stop: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -127,7 +128,7 @@ def strip_fence(text: str) -> str:
     m = _FENCE_OPEN.match(s)
     if not m:
         return s
-    inner = s[m.end():]
+    inner = s[m.end() :]
     if inner.rstrip().endswith("```"):
         inner = inner.rstrip()[:-3]
     return inner.strip()
@@ -193,7 +194,7 @@ def loads(text: str) -> Any:
         raise JsonishError(f"expected text, got {type(text).__name__}")
     if not text.strip():
         raise JsonishError("it is empty")
-    first_error: Optional[str] = None
+    first_error: str | None = None
     for attempt in _attempts(text):
         try:
             return attempt()

@@ -23,8 +23,9 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Protocol
 
 import structlog
 
@@ -34,7 +35,6 @@ from worker.generation import Engine, GenerationRequest, GenerationResult
 from worker.templates import ChatTemplate
 from worker.tools import ToolOutcome, ToolRegistry
 
-
 log = structlog.get_logger("toolq.loop")
 _GRAMMAR_CACHE = 256  # distinct (tool set, mode) grammars kept
 
@@ -42,8 +42,17 @@ _GRAMMAR_CACHE = 256  # distinct (tool set, mode) grammars kept
 class EventSink(Protocol):
     async def tool_call(self, call: ToolCall, iteration: int) -> Any: ...
 
-    async def tool_result(self, call: ToolCall, *, ok: bool, content: str, error: Optional[str],
-                          duration_ms: float, executed: bool, checkpoint: dict[str, Any]) -> Any: ...
+    async def tool_result(
+        self,
+        call: ToolCall,
+        *,
+        ok: bool,
+        content: str,
+        error: str | None,
+        duration_ms: float,
+        executed: bool,
+        checkpoint: dict[str, Any],
+    ) -> Any: ...
 
     def push_text(self, text: str) -> None: ...
 
@@ -63,15 +72,23 @@ class LoopState:
     tools_ms: float = 0.0
 
     def checkpoint(self) -> dict[str, Any]:
-        return {"messages": [m.model_dump(mode="json", exclude_none=True) for m in self.messages],
-                "iterations": self.iterations, "usage": self.usage.model_dump(),
-                "generate_ms": self.generate_ms, "tools_ms": self.tools_ms}
+        return {
+            "messages": [m.model_dump(mode="json", exclude_none=True) for m in self.messages],
+            "iterations": self.iterations,
+            "usage": self.usage.model_dump(),
+            "generate_ms": self.generate_ms,
+            "tools_ms": self.tools_ms,
+        }
 
     @classmethod
-    def from_checkpoint(cls, data: dict[str, Any]) -> "LoopState":
-        return cls(messages=[Message.model_validate(m) for m in data["messages"]],
-                   iterations=int(data.get("iterations", 0)), usage=Usage.model_validate(data.get("usage", {})),
-                   generate_ms=float(data.get("generate_ms", 0.0)), tools_ms=float(data.get("tools_ms", 0.0)))
+    def from_checkpoint(cls, data: dict[str, Any]) -> LoopState:
+        return cls(
+            messages=[Message.model_validate(m) for m in data["messages"]],
+            iterations=int(data.get("iterations", 0)),
+            usage=Usage.model_validate(data.get("usage", {})),
+            generate_ms=float(data.get("generate_ms", 0.0)),
+            tools_ms=float(data.get("tools_ms", 0.0)),
+        )
 
 
 @dataclass
@@ -114,7 +131,7 @@ def _unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
     for i in range(len(messages) - 1, -1, -1):
         m = messages[i]
         if m.role == "assistant":
-            answered = {x.tool_call_id for x in messages[i + 1:] if x.role == "tool"}
+            answered = {x.tool_call_id for x in messages[i + 1 :] if x.role == "tool"}
             return [c for c in m.tool_calls or () if c.id not in answered]
         if m.role != "tool":
             return []
@@ -122,8 +139,16 @@ def _unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
 
 
 class ConversationLoop:
-    def __init__(self, engine: Engine, template: ChatTemplate, fmt: ToolCallFormat, registry: ToolRegistry,
-                 *, tool_timeout_s: float = 30.0, prompt_variant: Optional[str] = None):
+    def __init__(
+        self,
+        engine: Engine,
+        template: ChatTemplate,
+        fmt: ToolCallFormat,
+        registry: ToolRegistry,
+        *,
+        tool_timeout_s: float = 30.0,
+        prompt_variant: str | None = None,
+    ):
         self.engine = engine
         self.template = template
         self.fmt = fmt
@@ -144,8 +169,14 @@ class ConversationLoop:
                 raise KeyError(f"tool_choice names {forced!r}, which this worker does not serve")
         return specs
 
-    async def run(self, request: JobRequest, sink: EventSink, *, state: Optional[LoopState] = None,
-                  stop_event: Optional[threading.Event] = None) -> LoopOutcome:
+    async def run(
+        self,
+        request: JobRequest,
+        sink: EventSink,
+        *,
+        state: LoopState | None = None,
+        stop_event: threading.Event | None = None,
+    ) -> LoopOutcome:
         stop_event = stop_event or threading.Event()
         tools = self.job_tools(request)
         all_tools = self.registry.specs(request.tools) if request.tool_choice != "none" else []
@@ -183,12 +214,13 @@ class ConversationLoop:
             problems = list(parsed.errors)
             if gen.stop_reason == "length" and parsed.truncated_call:
                 # the call that max_tokens cut does not run; complete calls before it do
-                problems = [f"your output was cut off after {request.max_tokens} tokens in the middle of a "
-                            "tool call, so that call was not executed; call it again with shorter arguments"]
+                problems = [
+                    f"your output was cut off after {request.max_tokens} tokens in the middle of a "
+                    "tool call, so that call was not executed; call it again with shorter arguments"
+                ]
                 if calls:
                     problems = []  # the model gets the results of the complete calls instead
-            state.messages.append(Message(role="assistant", content=parsed.content or None,
-                                          tool_calls=calls or None))
+            state.messages.append(Message(role="assistant", content=parsed.content or None, tool_calls=calls or None))
             if problems and not calls:
                 state.messages.append(Message(role="tool", name="error", content=self._problem_text(problems)))
                 continue
@@ -196,23 +228,52 @@ class ConversationLoop:
 
     # ------------------------------------------------------------------ pieces
 
-    async def _generate(self, request: JobRequest, state: LoopState, tools: list[ToolDefinition],
-                        grammar: Optional[str], trigger: Optional[str], stop_event, sink: EventSink) -> GenerationResult:
-        prompt = self.template.render(state.messages, tools=tools, fmt=self.fmt, add_generation_prompt=True,
-                                      prompt_variant=self.prompt_variant)
+    async def _generate(
+        self,
+        request: JobRequest,
+        state: LoopState,
+        tools: list[ToolDefinition],
+        grammar: str | None,
+        trigger: str | None,
+        stop_event,
+        sink: EventSink,
+    ) -> GenerationResult:
+        prompt = self.template.render(
+            state.messages, tools=tools, fmt=self.fmt, add_generation_prompt=True, prompt_variant=self.prompt_variant
+        )
         state.iterations += 1
         structlog.contextvars.bind_contextvars(iteration=state.iterations)
-        gen = await self.engine.generate(GenerationRequest(
-            segments=prompt.segments, max_tokens=request.max_tokens, temperature=request.temperature,
-            seed=request.seed, stop=self.fmt.stop, grammar=grammar, grammar_trigger=trigger,
-            stop_event=stop_event, on_text=sink.push_text if request.stream_tokens else None,
-            stop_check=self._repeat_check({t["function"]["name"] for t in tools}) if tools else None))
-        state.usage.add(Usage(prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens,
-                              cached_prompt_tokens=gen.cached_tokens))
+        gen = await self.engine.generate(
+            GenerationRequest(
+                segments=prompt.segments,
+                max_tokens=request.max_tokens,
+                temperature=request.temperature,
+                seed=request.seed,
+                stop=self.fmt.stop,
+                grammar=grammar,
+                grammar_trigger=trigger,
+                stop_event=stop_event,
+                on_text=sink.push_text if request.stream_tokens else None,
+                stop_check=self._repeat_check({t["function"]["name"] for t in tools}) if tools else None,
+            )
+        )
+        state.usage.add(
+            Usage(
+                prompt_tokens=gen.prompt_tokens,
+                completion_tokens=gen.completion_tokens,
+                cached_prompt_tokens=gen.cached_tokens,
+            )
+        )
         state.generate_ms += gen.prompt_ms + gen.decode_ms
-        log.info("generated", stop_reason=gen.stop_reason, prompt_tokens=gen.prompt_tokens,
-                 cached_tokens=gen.cached_tokens, completion_tokens=gen.completion_tokens,
-                 decode_tps=round(gen.decode_tps, 1), grammar=grammar is not None)
+        log.info(
+            "generated",
+            stop_reason=gen.stop_reason,
+            prompt_tokens=gen.prompt_tokens,
+            cached_tokens=gen.cached_tokens,
+            completion_tokens=gen.completion_tokens,
+            decode_tps=round(gen.decode_tps, 1),
+            grammar=grammar is not None,
+        )
         if gen.stop_reason == "aborted":
             raise Aborted()
         return gen
@@ -237,7 +298,7 @@ class ConversationLoop:
 
         return check
 
-    def _grammar(self, tools: list[ToolDefinition], required: bool, parallel: bool) -> tuple[Optional[str], Optional[str]]:
+    def _grammar(self, tools: list[ToolDefinition], required: bool, parallel: bool) -> tuple[str | None, str | None]:
         """(grammar, lazy trigger). Required: the whole output is calls. Auto: free text, and a
         lazy grammar from the opening tag on. ``call_grammar`` is one call from the trigger on.
 
@@ -260,11 +321,13 @@ class ConversationLoop:
 
     @staticmethod
     def _problem_text(problems: Sequence[str]) -> str:
-        return ("Your tool call could not be used: " + "; ".join(problems)
-                + ". Write the call again as valid JSON inside <tool_call></tool_call>, or answer without a tool.")
+        return (
+            "Your tool call could not be used: "
+            + "; ".join(problems)
+            + ". Write the call again as valid JSON inside <tool_call></tool_call>, or answer without a tool."
+        )
 
-    async def _run_calls(self, calls: Sequence[ToolCall], names: set[str], sink: EventSink,
-                         state: LoopState) -> None:
+    async def _run_calls(self, calls: Sequence[ToolCall], names: set[str], sink: EventSink, state: LoopState) -> None:
         earlier = _earlier_results(state.messages)
         for call in calls:
             await sink.tool_call(call, state.iterations)
@@ -273,15 +336,31 @@ class ConversationLoop:
             structlog.contextvars.bind_contextvars(tool=call.name)  # this task's context only
             if call.name not in names:
                 listed = ", ".join(sorted(names)) or "none"
-                return call, ToolOutcome(False, "", f"unknown tool {call.name!r}; the tools you can call are: {listed}", 0.0), False
+                return (
+                    call,
+                    ToolOutcome(False, "", f"unknown tool {call.name!r}; the tools you can call are: {listed}", 0.0),
+                    False,
+                )
             checked = self.registry.check(call.name, call.arguments)  # once: run() takes the checked values
             if checked.errors:
-                return call, ToolOutcome(False, "", f"invalid arguments for {call.name}: " + "; ".join(checked.errors)
-                                         + ". Call the tool again with corrected arguments.", 0.0), False
+                return (
+                    call,
+                    ToolOutcome(
+                        False,
+                        "",
+                        f"invalid arguments for {call.name}: "
+                        + "; ".join(checked.errors)
+                        + ". Call the tool again with corrected arguments.",
+                        0.0,
+                    ),
+                    False,
+                )
             sig = call_signature(call.name, call.arguments)
             if sig in earlier:
-                note = (f"You already called {call.name} with these arguments; the result was: {earlier[sig]}. "
-                        "Use that result instead of calling again.")
+                note = (
+                    f"You already called {call.name} with these arguments; the result was: {earlier[sig]}. "
+                    "Use that result instead of calling again."
+                )
                 return call, ToolOutcome(True, note, None, 0.0), False
             outcome = await self.registry.run(checked, timeout_s=self.tool_timeout_s)
             return call, outcome, True
@@ -294,11 +373,22 @@ class ConversationLoop:
                 call, outcome, executed = await fut
                 text = outcome.content if outcome.ok else (outcome.error or "the tool failed")
                 state.messages.append(Message(role="tool", tool_call_id=call.id, name=call.name, content=text))
-                log.info("tool result", tool=call.name, ok=outcome.ok, executed=executed,
-                         duration_ms=round(outcome.duration_ms, 2))
-                await sink.tool_result(call, ok=outcome.ok, content=outcome.content, error=outcome.error,
-                                       duration_ms=outcome.duration_ms, executed=executed,
-                                       checkpoint=state.checkpoint())
+                log.info(
+                    "tool result",
+                    tool=call.name,
+                    ok=outcome.ok,
+                    executed=executed,
+                    duration_ms=round(outcome.duration_ms, 2),
+                )
+                await sink.tool_result(
+                    call,
+                    ok=outcome.ok,
+                    content=outcome.content,
+                    error=outcome.error,
+                    duration_ms=outcome.duration_ms,
+                    executed=executed,
+                    checkpoint=state.checkpoint(),
+                )
         finally:
             for t in tasks:
                 t.cancel()

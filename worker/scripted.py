@@ -12,14 +12,22 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence, Union
+from typing import Any
 
-from worker.generation import ContextLengthExceeded, EngineStats, GenerationRequest, GenerationResult, StopReason, generate_in_thread
+from worker.generation import (
+    ContextLengthExceeded,
+    EngineStats,
+    GenerationRequest,
+    GenerationResult,
+    StopReason,
+    generate_in_thread,
+)
 
-Reply = Union[str, Callable[[str], str]]
+Reply = str | Callable[[str], str]
 
 
 @dataclass
@@ -29,8 +37,16 @@ class Rule:
 
 
 class ScriptedEngine:
-    def __init__(self, replies: Union[Sequence[Reply], Sequence[Rule]] = (), *, token_delay_s: float = 0.0,
-                 name: str = "scripted", n_ctx: int = 1 << 20, chars_per_token: int = 4, slots: int = 1):
+    def __init__(
+        self,
+        replies: Sequence[Reply] | Sequence[Rule] = (),
+        *,
+        token_delay_s: float = 0.0,
+        name: str = "scripted",
+        n_ctx: int = 1 << 20,
+        chars_per_token: int = 4,
+        slots: int = 1,
+    ):
         self.name = name
         self.n_ctx = n_ctx
         self.token_delay_s = token_delay_s
@@ -48,7 +64,7 @@ class ScriptedEngine:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_file(cls, path: Union[str, Path], **kw: Any) -> "ScriptedEngine":
+    def from_file(cls, path: str | Path, **kw: Any) -> ScriptedEngine:
         """Rules from JSON: ``{"rules": [{"when": REGEX, "reply": TEXT}], "token_delay_s": 0}``."""
         data = json.loads(Path(path).read_text())
         rules = [Rule(r["when"], r["reply"]) for r in data["rules"]]
@@ -92,7 +108,7 @@ class ScriptedEngine:
 
     def _emit(self, req: GenerationRequest, reply: str, n_prompt: int) -> GenerationResult:
         t0 = time.perf_counter()
-        pieces = [reply[i:i + self.chars_per_token] for i in range(0, len(reply), self.chars_per_token)]
+        pieces = [reply[i : i + self.chars_per_token] for i in range(0, len(reply), self.chars_per_token)]
         out: list[str] = []
         reason: StopReason = "stop"
         for n, piece in enumerate(pieces):
@@ -112,7 +128,7 @@ class ScriptedEngine:
         text = "".join(out)
         for s in req.stop:
             if s and s in text:
-                text, reason = text[:text.index(s)], "stop"
+                text, reason = text[: text.index(s)], "stop"
         return GenerationResult(text, reason, n_prompt, 0, len(out), 0.0, (time.perf_counter() - t0) * 1000)
 
     def close(self) -> None:

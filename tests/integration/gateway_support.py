@@ -9,7 +9,8 @@ import contextlib
 import json
 import threading
 import time
-from typing import Any, AsyncIterator, Iterator, Optional
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import redis
@@ -26,21 +27,25 @@ CALL_ZORBIX = '<tool_call>{"name": "calculate_zorbix", "arguments": {"zorb": 15,
 ZORBIX_RULES = [("<tool_response>\n", "The answer is 22."), ("", CALL_ZORBIX)]
 
 
-
-
 class LiveGateway:
     """The gateway on a real port (uvicorn in a thread): for SSE that must stream, and for tools
     (schemathesis, the CLI) that speak real HTTP."""
 
-    def __init__(self, settings: GatewaySettings, port: Optional[int] = None):
+    def __init__(self, settings: GatewaySettings, port: int | None = None):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="on", timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            create_app(settings),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=1,
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def start(self) -> "LiveGateway":
+    def start(self) -> LiveGateway:
         self.thread.start()
         deadline = time.monotonic() + 10
         while not self.server.started:
@@ -78,17 +83,31 @@ async def asgi_client(settings: GatewaySettings, **headers: str) -> AsyncIterato
             yield c
 
 
-def register_fake_worker(redis_url: str, model: str, tools: list[str], *, worker_id: Optional[str] = None,
-                         ttl_s: int = 60) -> str:
+def register_fake_worker(
+    redis_url: str, model: str, tools: list[str], *, worker_id: str | None = None, ttl_s: int = 60
+) -> str:
     """A registry entry as a worker writes it, for tests that need only the gateway's view."""
     worker_id = worker_id or f"fake-{model}-{len(tools)}-{time.monotonic_ns()}"
-    specs = [{"type": "function", "function": {"name": t, "description": t, "parameters": {"type": "object"}}}
-             for t in tools]
+    specs = [
+        {"type": "function", "function": {"name": t, "description": t, "parameters": {"type": "object"}}} for t in tools
+    ]
     r = redis.Redis.from_url(redis_url)
     try:
-        r.hset(keys.worker(worker_id), mapping={
-            "id": worker_id, "model": model, "gpu": "", "tools": json.dumps(specs), "heartbeat_ms": 0, "busy": 0,
-            "jobs_done": 0, "max_jobs": 1, "host": "test", "pid": 0})
+        r.hset(
+            keys.worker(worker_id),
+            mapping={
+                "id": worker_id,
+                "model": model,
+                "gpu": "",
+                "tools": json.dumps(specs),
+                "heartbeat_ms": 0,
+                "busy": 0,
+                "jobs_done": 0,
+                "max_jobs": 1,
+                "host": "test",
+                "pid": 0,
+            },
+        )
         r.expire(keys.worker(worker_id), ttl_s)
         r.sadd(keys.WORKERS, worker_id)
     finally:

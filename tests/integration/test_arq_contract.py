@@ -59,8 +59,9 @@ async def test_submit_writes_the_job_that_arq_enqueue_job_writes(store):
     job = Job(ours_id, store.redis, _queue_name=keys.queue("m"), _deserializer=arq_link.unpack)
     assert await job.status() == ArqJobStatus.queued
     # arq sees toolq's job as the job of that id: enqueueing it again does nothing
-    assert await store.redis.enqueue_job(arq_link.RUN_JOB, job_id, 1, _job_id=ours_id,
-                                         _queue_name=keys.queue("m")) is None
+    assert (
+        await store.redis.enqueue_job(arq_link.RUN_JOB, job_id, 1, _job_id=ours_id, _queue_name=keys.queue("m")) is None
+    )
 
 
 async def test_arqs_own_worker_runs_a_job_toolq_submitted(store, redis_url):
@@ -71,9 +72,16 @@ async def test_arqs_own_worker_runs_a_job_toolq_submitted(store, redis_url):
         seen.append((job_id, attempt))
         return "ok"
 
-    worker = Worker(functions=[func(run_job, name=arq_link.RUN_JOB)], queue_name=keys.queue("m"),
-                    redis_pool=arq_link.connect(redis_url), burst=True, keep_result=0, handle_signals=False,
-                    job_serializer=arq_link.pack, job_deserializer=arq_link.unpack)
+    worker = Worker(
+        functions=[func(run_job, name=arq_link.RUN_JOB)],
+        queue_name=keys.queue("m"),
+        redis_pool=arq_link.connect(redis_url),
+        burst=True,
+        keep_result=0,
+        handle_signals=False,
+        job_serializer=arq_link.pack,
+        job_deserializer=arq_link.unpack,
+    )
     try:
         await asyncio.wait_for(worker.async_run(), 10)
     finally:
@@ -93,9 +101,20 @@ def test_the_poll_hook_toolq_overrides_is_arqs():
         return "ok"
 
     # every argument make_worker passes is still one of Worker's, and what the hook reads is there
-    worker = arq_link.make_worker(model="m", worker_id="w1", redis_url="redis://127.0.0.1:1/0", run=run,
-                                  on_startup=lambda redis: noop(), on_shutdown=noop, max_jobs=2, job_timeout_s=60,
-                                  poll_delay_s=0.5, wake=True, shutdown_grace_s=1, handle_signals=False)
+    worker = arq_link.make_worker(
+        model="m",
+        worker_id="w1",
+        redis_url="redis://127.0.0.1:1/0",
+        run=run,
+        on_startup=lambda redis: noop(),
+        on_shutdown=noop,
+        max_jobs=2,
+        job_timeout_s=60,
+        poll_delay_s=0.5,
+        wake=True,
+        shutdown_grace_s=1,
+        handle_signals=False,
+    )
     assert isinstance(worker, Worker) and isinstance(Worker.pool, property)
     for attr in ("poll_delay_s", "allow_pick_jobs", "job_counter", "max_jobs", "tasks", "ctx"):
         assert hasattr(worker, attr), attr
@@ -111,8 +130,9 @@ async def test_a_job_enqueued_by_a_plain_arq_client_runs(store, redis_url):
     await store.redis.delete(job_key_prefix + ours)
 
     worker = WorkerProcess(redis_url, script=write_rules([("from arq", "ran via arq")])).wait_ready()
-    client = await create_pool(RedisSettings.from_dsn(redis_url), job_serializer=msgpack.packb,
-                               default_queue_name=keys.queue("scripted"))
+    client = await create_pool(
+        RedisSettings.from_dsn(redis_url), job_serializer=msgpack.packb, default_queue_name=keys.queue("scripted")
+    )
     try:
         assert await client.enqueue_job("run_job", job_id, 1)  # toolq's function, (job id, attempt)
 

@@ -24,8 +24,9 @@ def sse_events(text: str) -> list[dict]:
     """The events of a complete SSE body, checking that each frame's id and event match its data."""
     out = []
     for block in text.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":")
-                      and ": " in line)
+        fields = dict(
+            line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":") and ": " in line
+        )
         if "data" in fields:
             ev = json.loads(fields["data"])
             assert fields["id"] == str(ev["seq"]) and fields["event"] == ev["type"]
@@ -211,8 +212,9 @@ async def test_idempotency_key_gives_the_same_job_per_tenant(redis_url):
 async def test_concurrent_submits_with_one_key_make_one_job(settings, redis_url):
     register_fake_worker(redis_url, "alpha", ["say"])
     async with asgi_client(settings) as c:
-        answers = await asyncio.gather(*(c.post("/v1/jobs", json=JOB, headers={"Idempotency-Key": "burst"})
-                                         for _ in range(10)))
+        answers = await asyncio.gather(
+            *(c.post("/v1/jobs", json=JOB, headers={"Idempotency-Key": "burst"}) for _ in range(10))
+        )
     assert len({r.json()["job_id"] for r in answers}) == 1
     assert sorted(r.status_code for r in answers) == [200] * 9 + [202]
     assert redis.Redis.from_url(redis_url).zcard(keys.queue("alpha")) == 1
@@ -256,8 +258,11 @@ async def test_api_keys_and_tenants(redis_url):
         job_id = r.json()["job_id"]
         a, b = {"Authorization": "Bearer key-a"}, {"X-API-Key": "key-b"}
         assert (await c.get(f"/v1/jobs/{job_id}", headers=a)).status_code == 200
-        for method, path in (("GET", f"/v1/jobs/{job_id}"), ("GET", f"/v1/jobs/{job_id}/events"),
-                             ("POST", f"/v1/jobs/{job_id}/cancel")):
+        for method, path in (
+            ("GET", f"/v1/jobs/{job_id}"),
+            ("GET", f"/v1/jobs/{job_id}/events"),
+            ("POST", f"/v1/jobs/{job_id}/cancel"),
+        ):
             other = await c.request(method, path, headers=b)
             missing = await c.request(method, path.replace(job_id, "job_00000000000000000000"), headers=b)
             assert other.status_code == missing.status_code == 404, path
@@ -297,8 +302,15 @@ def test_settings_from_the_environment(monkeypatch):
 
 async def test_every_limit_answers_with_the_field_and_the_limit(redis_url):
     register_fake_worker(redis_url, "alpha", ["say"])
-    s = GatewaySettings(redis_url=redis_url, registry_cache_s=0, max_body_bytes=4096, max_messages=3,
-                        max_tokens_cap=256, max_iterations_cap=4, timeout_cap_s=60)
+    s = GatewaySettings(
+        redis_url=redis_url,
+        registry_cache_s=0,
+        max_body_bytes=4096,
+        max_messages=3,
+        max_tokens_cap=256,
+        max_iterations_cap=4,
+        timeout_cap_s=60,
+    )
     async with asgi_client(s) as c:
         big = {"messages": [{"role": "user", "content": "x" * 5000}]}
         r = await c.post("/v1/jobs", json=big)
@@ -347,6 +359,7 @@ async def test_a_full_queue_answers_429_with_retry_after(redis_url):
 async def test_malformed_requests_get_4xx_naming_the_problem(settings, redis_url):
     register_fake_worker(redis_url, "alpha", ["say"])
     async with asgi_client(settings) as c:
+
         def err(r: httpx.Response) -> dict:
             assert 400 <= r.status_code < 500, (r.status_code, r.text)
             return r.json()["error"]

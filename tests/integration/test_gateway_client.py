@@ -22,8 +22,13 @@ def worker(redis_url):
 
 
 def assert_zorbix_job(events, result):
-    assert [e.type for e in events] == [EventType.queued, EventType.started, EventType.tool_call,
-                                        EventType.tool_result, EventType.final]
+    assert [e.type for e in events] == [
+        EventType.queued,
+        EventType.started,
+        EventType.tool_call,
+        EventType.tool_result,
+        EventType.final,
+    ]
     assert [e.seq for e in events] == [1, 2, 3, 4, 5]
     assert result.status is JobStatus.succeeded and result.content == "The answer is 22."
     assert any(m.role == "tool" and m.content == "22" for m in result.messages)

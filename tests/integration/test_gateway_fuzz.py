@@ -21,8 +21,11 @@ def live():
     with private_redis() as url:
         worker = WorkerProcess(url, script=write_rules([("", "ok")])).wait_ready()
         # Caps low enough that generated values cross them, a queue small enough to fill up.
-        gw = LiveGateway(GatewaySettings(redis_url=url, api_keys={KEY: "fuzz"}, max_queue_depth=20,
-                                         max_body_bytes=64 * 1024, keepalive_s=0.5)).start()
+        gw = LiveGateway(
+            GatewaySettings(
+                redis_url=url, api_keys={KEY: "fuzz"}, max_queue_depth=20, max_body_bytes=64 * 1024, keepalive_s=0.5
+            )
+        ).start()
         try:
             yield gw
         finally:

@@ -28,8 +28,7 @@ from toolq import Client, keys
 from toolq.protocol import EventType, JobStatus
 
 SLOW_TEXT = "slowly " * 60  # 420 characters: 105 scripted tokens
-RULES = [("<tool_response>\n", "The answer is 22."), ("of 15 and 7", CALL_ZORBIX), ("SLOW", SLOW_TEXT),
-         ("ECHO", "ok")]
+RULES = [("<tool_response>\n", "The answer is 22."), ("of 15 and 7", CALL_ZORBIX), ("SLOW", SLOW_TEXT), ("ECHO", "ok")]
 TOKEN_DELAY_S = 0.02  # a SLOW job takes about 2 s; the others a few tens of ms
 
 
@@ -160,13 +159,20 @@ async def test_a_killed_worker_s_job_resumes_on_another_while_the_client_follows
 
 
 def toolq_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "toolq", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env={"PATH": "/usr/bin:/bin", "COLUMNS": "120"})
+    return subprocess.run(
+        [sys.executable, "-m", "toolq", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "120"},
+    )
 
 
 def test_cli_submit_and_events(gateway):
-    done = toolq_cli("submit", "Calculate the zorbix of 15 and 7", "--tool", "calculate_zorbix", "--follow",
-                     "--url", gateway.url)
+    done = toolq_cli(
+        "submit", "Calculate the zorbix of 15 and 7", "--tool", "calculate_zorbix", "--follow", "--url", gateway.url
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "calculate_zorbix" in out and '"zorb"' not in out and "zorb=15" in out and "← 22" in out
@@ -213,8 +219,9 @@ async def test_a_client_that_leaves_frees_its_redis_connection_at_once(redis_url
 
     try:
         async with httpx.AsyncClient(base_url=g.url, timeout=10) as http:
-            job_id = (await http.post("/v1/jobs", json={"messages": [{"role": "user", "content": "x"}],
-                                                        "model": "idle"})).json()["job_id"]
+            job_id = (
+                await http.post("/v1/jobs", json={"messages": [{"role": "user", "content": "x"}], "model": "idle"})
+            ).json()["job_id"]
 
             async def follow() -> None:
                 async with http.stream("GET", f"/v1/jobs/{job_id}/events") as resp:
@@ -231,13 +238,18 @@ async def test_a_client_that_leaves_frees_its_redis_connection_at_once(redis_url
         r.delete(keys.worker(fake))  # the other tests of this module expect one model
 
 
-
 @pytest.mark.parametrize("keys_env,bind", [("", "127.0.0.1"), ("k1:tenantA", "0.0.0.0")])
 def test_toolq_gateway_command_warns_when_open_and_binds_to_localhost(redis_url, keys_env, bind):
     port = free_port()
     env = {"PATH": "/usr/bin:/bin", "TOOLQ_API_KEYS": keys_env}
-    proc = subprocess.Popen([sys.executable, "-m", "toolq", "gateway", "--port", str(port), "--redis", redis_url],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolq", "gateway", "--port", str(port), "--redis", redis_url],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 20
         while True:

@@ -35,8 +35,12 @@ async def test_models_and_metrics_show_the_slots(redis_url):
             assert [(m["id"], m["slots"], m["slots_busy"]) for m in models] == [("scripted", 3, 0)]
             text = (await c.get("/metrics")).text
             assert 'toolq_slots{model="scripted"} 3.0' in text
-            for name in ("toolq_slots_busy", "toolq_batch_size", "toolq_prefill_tokens_per_second",
-                         "toolq_decode_tokens_per_second"):
+            for name in (
+                "toolq_slots_busy",
+                "toolq_batch_size",
+                "toolq_prefill_tokens_per_second",
+                "toolq_decode_tokens_per_second",
+            ):
                 assert f'{name}{{model="scripted"}}' in text
     finally:
         w.stop()
@@ -44,8 +48,9 @@ async def test_models_and_metrics_show_the_slots(redis_url):
 
 async def test_jobs_run_side_by_side_on_one_worker(redis_url):
     # Each reply takes ~0.6 s to emit; four at once on four slots take about as long as one.
-    w = WorkerProcess(redis_url, script=write_rules([("", "slow answer " * 25)], token_delay_s=0.008),
-                      extra=("--slots", "4")).wait_ready()
+    w = WorkerProcess(
+        redis_url, script=write_rules([("", "slow answer " * 25)], token_delay_s=0.008), extra=("--slots", "4")
+    ).wait_ready()
     store = JobStore.from_url(redis_url)
     try:
         request = JobRequest(messages=[Message(role="user", content="go")], tool_choice="none", max_tokens=500)

@@ -30,8 +30,14 @@ def req(text: str = "Calculate the zorbix of 15 and 7", **kw) -> JobRequest:
 
 @asynccontextmanager
 async def running_worker(redis_url: str, engine: ScriptedEngine, **settings):
-    s = WorkerSettings(redis_url=redis_url, model_name="scripted", lease_ms=1500, heartbeat_ms=250,
-                       tool_modules=["worker.demo_tools", "tests.support.tools"], **settings)
+    s = WorkerSettings(
+        redis_url=redis_url,
+        model_name="scripted",
+        lease_ms=1500,
+        heartbeat_ms=250,
+        tool_modules=["worker.demo_tools", "tests.support.tools"],
+        **settings,
+    )
     worker = create_worker(s, engine, handle_signals=False)
     task = asyncio.create_task(worker.async_run())
     r = sync_redis.Redis.from_url(redis_url)
@@ -66,8 +72,13 @@ async def test_job_events_in_order_with_contiguous_seq(redis_url, store):
     async with running_worker(redis_url, engine):
         job_id, _ = await store.submit(req(tools=["calculate_zorbix"]), model="scripted")
         evs = await events_of(store, job_id)
-    assert [e.type for e in evs] == [EventType.queued, EventType.started, EventType.tool_call,
-                                     EventType.tool_result, EventType.final]
+    assert [e.type for e in evs] == [
+        EventType.queued,
+        EventType.started,
+        EventType.tool_call,
+        EventType.tool_result,
+        EventType.final,
+    ]
     assert [e.seq for e in evs] == [1, 2, 3, 4, 5]
     assert evs[2].data["arguments"] == {"zorb": 15, "bix": 7}
     assert evs[3].data["content"] == "22"
@@ -126,7 +137,9 @@ async def test_cancel_mid_generation_stops_within_250ms(redis_url, store):
 async def test_timeout_stops_the_model_and_fails_the_job(redis_url, store):
     engine = ScriptedEngine([Rule("SLOW", "y" * 100000), Rule("", "fast")], token_delay_s=0.002)
     async with running_worker(redis_url, engine):
-        job_id, _ = await store.submit(req("SLOW", tool_choice="none", max_tokens=30000, timeout_s=0.5), model="scripted")
+        job_id, _ = await store.submit(
+            req("SLOW", tool_choice="none", max_tokens=30000, timeout_s=0.5), model="scripted"
+        )
         t0 = time.perf_counter()
         evs = await events_of(store, job_id)
         assert time.perf_counter() - t0 < 2.0
@@ -150,8 +163,10 @@ async def test_a_live_worker_that_lost_its_lease_stands_down_and_the_job_resumes
         assert (claimed, attempt) == (job_id, 2)
         await arq_link.enqueue_attempt(store.redis, job_id, "scripted", attempt)
         evs = await events_of(store, job_id)
-    assert [(e.type, e.data.get("attempt")) for e in evs if e.type == EventType.started] == \
-        [(EventType.started, 1), (EventType.started, 2)]
+    assert [(e.type, e.data.get("attempt")) for e in evs if e.type == EventType.started] == [
+        (EventType.started, 1),
+        (EventType.started, 2),
+    ]
     assert evs[-1].type == EventType.final and sum(e.terminal for e in evs) == 1
     assert [e.seq for e in evs] == list(range(1, len(evs) + 1))
 
@@ -184,8 +199,13 @@ def _follow_sync(store_url: str, job_id: str, timeout: float = 30):
 
 def test_sigkill_mid_job_is_resumed_by_another_worker_without_rerunning_the_tool(redis_url):
     tag = f"kill{time.time_ns()}"
-    rules = write_rules([("<tool_response>\\n", "z" * 3000), ("", f'<tool_call>{{"name": "count_me", "arguments": {{"tag": "{tag}"}}}}</tool_call>')],
-                        token_delay_s=0.003)
+    rules = write_rules(
+        [
+            ("<tool_response>\\n", "z" * 3000),
+            ("", f'<tool_call>{{"name": "count_me", "arguments": {{"tag": "{tag}"}}}}</tool_call>'),
+        ],
+        token_delay_s=0.003,
+    )
     first = WorkerProcess(redis_url, script=rules).wait_ready()
     r = sync_redis.Redis.from_url(redis_url)
 

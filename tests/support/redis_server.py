@@ -28,9 +28,23 @@ class RedisServer:
         if exe is None:
             raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
         self.proc = subprocess.Popen(
-            [exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self.dir, "--databases", "256"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                exe,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.dir,
+                "--databases",
+                "256",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 10
         while not redis_answers(self.url, 0.2):

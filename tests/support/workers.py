@@ -9,7 +9,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
 
 import redis
 
@@ -26,9 +25,16 @@ def write_rules(rules: list[tuple[str, str]], token_delay_s: float = 0.0) -> str
 
 
 class WorkerProcess:
-    def __init__(self, redis_url: str, *, script: Optional[str] = None, name: str = "scripted",
-                 tools: tuple[str, ...] = ("worker.demo_tools", "tests.support.tools"), extra: tuple[str, ...] = (),
-                 env: Optional[dict[str, str]] = None):
+    def __init__(
+        self,
+        redis_url: str,
+        *,
+        script: str | None = None,
+        name: str = "scripted",
+        tools: tuple[str, ...] = ("worker.demo_tools", "tests.support.tools"),
+        extra: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ):
         self.redis_url = redis_url
         args = [sys.executable, "-m", "toolq", "worker", "--redis", redis_url, *extra]
         if script:
@@ -36,12 +42,18 @@ class WorkerProcess:
         for t in tools:
             args += ["--tools", t]
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False, prefix="toolq-worker-")
-        penv = {**os.environ, "TOOLQ_REDIS_URL": redis_url, "PYTHONPATH": str(REPO),
-                "TOOLQ_LEASE_MS": "1500", "TOOLQ_HEARTBEAT_MS": "250", **(env or {})}
+        penv = {
+            **os.environ,
+            "TOOLQ_REDIS_URL": redis_url,
+            "PYTHONPATH": str(REPO),
+            "TOOLQ_LEASE_MS": "1500",
+            "TOOLQ_HEARTBEAT_MS": "250",
+            **(env or {}),
+        }
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=penv, cwd=REPO)
-        self.worker_id: Optional[str] = None
+        self.worker_id: str | None = None
 
-    def wait_ready(self, timeout: float = 60.0) -> "WorkerProcess":
+    def wait_ready(self, timeout: float = 60.0) -> WorkerProcess:
         r = redis.Redis.from_url(self.redis_url)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

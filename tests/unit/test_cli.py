@@ -25,8 +25,15 @@ TEMPLATE = "chat_templates/hermes3_tool_calling.j2"
 
 def toolq(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TOOLQ_")}
-    return subprocess.run([sys.executable, "-m", "toolq", *args], input=stdin, cwd=REPO, capture_output=True,
-                          text=True, timeout=120, env={**clean, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "toolq", *args],
+        input=stdin,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean, **(env or {})},
+    )
 
 
 def assert_one_line(done: subprocess.CompletedProcess, *needles: str, code: int = 2) -> None:
@@ -50,10 +57,12 @@ def rules(tmp_path: Path) -> str:
 
 
 def test_service_commands_register_without_importing_the_services():
-    code = ("import sys; from toolq.cli import build_parser; p = build_parser(); "
-            "sub = next(a for a in p._actions if a.dest == 'command'); print(sorted(sub.choices)); "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'llama_cpp', 'fastapi', 'uvicorn', 'starlette', "
-            "'jinja2', 'sse_starlette'}))")
+    code = (
+        "import sys; from toolq.cli import build_parser; p = build_parser(); "
+        "sub = next(a for a in p._actions if a.dest == 'command'); print(sorted(sub.choices)); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'llama_cpp', 'fastapi', 'uvicorn', 'starlette', "
+        "'jinja2', 'sse_starlette'}))"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     commands, heavy = done.stdout.splitlines()
@@ -97,12 +106,15 @@ def test_parse_with_an_unknown_format():
     assert_one_line(toolq("parse", "--format", "nope", stdin="x"), "unknown tool-call format 'nope'", "hermes")
 
 
-@pytest.mark.parametrize("content,needle", [
-    (None, "cannot read the tools file"),
-    ("not json", "is not JSON"),
-    ('["calculate_zorbix"]', "must hold a list of OpenAI function specs"),
-    ('{"functions": []}', "must hold a list of OpenAI function specs"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (None, "cannot read the tools file"),
+        ("not json", "is not JSON"),
+        ('["calculate_zorbix"]', "must hold a list of OpenAI function specs"),
+        ('{"functions": []}', "must hold a list of OpenAI function specs"),
+    ],
+)
 def test_parse_with_a_bad_tools_file(tmp_path, content, needle):
     path = tmp_path / "tools.json"
     if content is not None:
@@ -124,7 +136,7 @@ QWQ_LIKE = (
     "{%- for m in messages %}{%- if m.role == 'assistant' and m.tool_calls %}{%- set content = m.content %}"
     "{%- if not loop.last %}{%- set content = m.content.split('</think>')[-1] %}{%- endif %}"
     "{{- '<|im_start|>assistant' }}{%- if m.content %}{{- '\\n' + content }}{%- endif %}"
-    "{%- for tc in m.tool_calls %}{{- '\\n<tool_call>\\n{\"name\": \"' + tc.function.name + '\", \"arguments\": ' "
+    '{%- for tc in m.tool_calls %}{{- \'\\n<tool_call>\\n{"name": "\' + tc.function.name + \'", "arguments": \' '
     "+ (tc.function.arguments | tojson) + '}\\n</tool_call>' }}{%- endfor %}{{- '<|im_end|>\\n' }}"
     "{%- elif m.role == 'tool' %}"
     "{{- '<|im_start|>user\\n<tool_response>\\n' + m.content + '\\n</tool_response><|im_end|>\\n' }}"
@@ -132,31 +144,44 @@ QWQ_LIKE = (
 )
 
 
-@pytest.mark.parametrize("source,needle", [
-    ("{% for m in messages %}{{ m.content }", "does not compile: line 1"),
-    ("{{ raise_exception('this template wants alternating roles') }}", "this template wants alternating roles"),
-    (QWQ_LIKE, "'None' has no attribute 'split'"),
-])
+@pytest.mark.parametrize(
+    "source,needle",
+    [
+        ("{% for m in messages %}{{ m.content }", "does not compile: line 1"),
+        ("{{ raise_exception('this template wants alternating roles') }}", "this template wants alternating roles"),
+        (QWQ_LIKE, "'None' has no attribute 'split'"),
+    ],
+)
 def test_render_with_a_template_that_fails(tmp_path, source, needle):
     path = tmp_path / "bad.j2"
     path.write_text(source)
-    request = {"messages": [
-        {"role": "user", "content": "zorbix of 1 and 2?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "calculate_zorbix", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": "3"},
-    ]}
+    request = {
+        "messages": [
+            {"role": "user", "content": "zorbix of 1 and 2?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "calculate_zorbix", "arguments": "{}"}}
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "3"},
+        ]
+    }
     assert_one_line(toolq("render", "--template", str(path), stdin=json.dumps(request)), needle)
 
 
-@pytest.mark.parametrize("stdin,needles", [
-    ('{"messages": "x"}', ["invalid request", "messages"]),
-    ('{"messages": [{"role": "wizard", "content": "hi"}]}', ["invalid request", "messages.0"]),
-    ('{"messages": [{"role": "user", "content": "hi"}], "max_tokens": "many"}', ["invalid request", "max_tokens"]),
-    ("{not json", ["the request on stdin is not JSON"]),
-    ("", ["the request on stdin is not JSON"]),
-    ("3", ['must be a JSON object with "messages"']),
-])
+@pytest.mark.parametrize(
+    "stdin,needles",
+    [
+        ('{"messages": "x"}', ["invalid request", "messages"]),
+        ('{"messages": [{"role": "wizard", "content": "hi"}]}', ["invalid request", "messages.0"]),
+        ('{"messages": [{"role": "user", "content": "hi"}], "max_tokens": "many"}', ["invalid request", "max_tokens"]),
+        ("{not json", ["the request on stdin is not JSON"]),
+        ("", ["the request on stdin is not JSON"]),
+        ("3", ['must be a JSON object with "messages"']),
+    ],
+)
 def test_render_with_a_bad_request(stdin, needles):
     assert_one_line(toolq("render", "--template", TEMPLATE, stdin=stdin), *needles)
 
@@ -173,13 +198,16 @@ def test_worker_with_a_model_file_that_does_not_exist(tmp_path):
     assert_one_line(toolq("worker", "--model", str(missing)), "model file not found", str(missing))
 
 
-@pytest.mark.parametrize("flags,needles", [
-    (["--template", "no_such_template.j2"], ["cannot read chat template", "no_such_template.j2"]),
-    (["--format", "nope"], ["unknown tool-call format 'nope'"]),
-    (["--tools", "no_such_tool_module"], ["cannot load tool module 'no_such_tool_module'"]),
-    (["--redis", "notaurl"], ["bad Redis URL 'notaurl'"]),
-    (["--max-jobs", "0"], ["invalid setting", "max_jobs"]),
-])
+@pytest.mark.parametrize(
+    "flags,needles",
+    [
+        (["--template", "no_such_template.j2"], ["cannot read chat template", "no_such_template.j2"]),
+        (["--format", "nope"], ["unknown tool-call format 'nope'"]),
+        (["--tools", "no_such_tool_module"], ["cannot load tool module 'no_such_tool_module'"]),
+        (["--redis", "notaurl"], ["bad Redis URL 'notaurl'"]),
+        (["--max-jobs", "0"], ["invalid setting", "max_jobs"]),
+    ],
+)
 def test_worker_with_a_bad_flag(rules, flags, needles):
     assert_one_line(toolq("worker", "--engine", "scripted", "--script", rules, *flags), *needles)
 
@@ -187,14 +215,17 @@ def test_worker_with_a_bad_flag(rules, flags, needles):
 def test_worker_with_a_template_that_does_not_compile(rules, tmp_path):
     path = tmp_path / "broken.j2"
     path.write_text("{% if %}")
-    assert_one_line(toolq("worker", "--engine", "scripted", "--script", rules, "--template", str(path)),
-                    "broken.j2 does not compile")
+    assert_one_line(
+        toolq("worker", "--engine", "scripted", "--script", rules, "--template", str(path)),
+        "broken.j2 does not compile",
+    )
 
 
 def test_worker_with_a_redis_that_does_not_answer(rules):
     url = f"redis://127.0.0.1:{free_port()}/0"
-    assert_one_line(toolq("worker", "--engine", "scripted", "--script", rules, "--redis", url),
-                    f"cannot reach Redis at {url}")
+    assert_one_line(
+        toolq("worker", "--engine", "scripted", "--script", rules, "--redis", url), f"cannot reach Redis at {url}"
+    )
 
 
 @pytest.mark.parametrize("script,needle", [(None, "needs --script"), ("/nonexistent/rules.json", "cannot read")])
@@ -205,11 +236,14 @@ def test_worker_scripted_without_a_usable_script(script, needle):
 # ---------------------------------------------------------------- gateway and demo
 
 
-@pytest.mark.parametrize("flags,env,needles", [
-    (["--port", "70000"], {}, ["invalid setting", "port"]),
-    (["--redis", "notaurl"], {}, ["bad Redis URL 'notaurl'"]),
-    ([], {"TOOLQ_API_KEYS": "no-tenant-here"}, ["invalid setting", "api_keys", "key:tenant"]),
-])
+@pytest.mark.parametrize(
+    "flags,env,needles",
+    [
+        (["--port", "70000"], {}, ["invalid setting", "port"]),
+        (["--redis", "notaurl"], {}, ["bad Redis URL 'notaurl'"]),
+        ([], {"TOOLQ_API_KEYS": "no-tenant-here"}, ["invalid setting", "api_keys", "key:tenant"]),
+    ],
+)
 def test_gateway_with_a_bad_setting(flags, env, needles):
     assert_one_line(toolq("gateway", *flags, env=env), *needles)
 
@@ -240,8 +274,10 @@ def test_a_missing_extra_is_named_and_the_other_commands_still_work(monkeypatch,
     monkeypatch.setattr(cli, "entry_points", lambda group: [_entry_point(_register_worker, requires=[missing])])
     assert cli.main(["worker"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("toolq worker: needs the worker extra (surely-not-installed-toolq-dep is not installed): "
-                   "pip install 'toolq[worker]'")
+    assert err == (
+        "toolq worker: needs the worker extra (surely-not-installed-toolq-dep is not installed): "
+        "pip install 'toolq[worker]'"
+    )
     assert cli.build_parser().parse_args(["submit", "hi"]).command == "submit"
 
 

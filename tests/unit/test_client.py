@@ -43,10 +43,16 @@ async def test_events_read_frames_comments_and_multiline_data_and_resume_with_la
     # The first connection: a retry-only block, a keep-alive comment, data split over two lines, a field without
     # its space; then the stream drops before the terminal event. The second replays seq 2 (which must not come
     # twice) and ends with the final event; a third finds nothing left: 204.
-    bodies = [(f"retry: 1000\n\n: keep-alive\n\nid: 1\nevent: queued\ndata: {head},\ndata: {tail}\n\n"
-               f"id:2\ndata:{sse_event(2, 'started')}\n\n"),
-              (f"id: 2\nevent: started\ndata: {sse_event(2, 'started')}\n\n"
-               f"id: 3\nevent: final\ndata: {sse_event(3, 'final')}\n\n")]
+    bodies = [
+        (
+            f"retry: 1000\n\n: keep-alive\n\nid: 1\nevent: queued\ndata: {head},\ndata: {tail}\n\n"
+            f"id:2\ndata:{sse_event(2, 'started')}\n\n"
+        ),
+        (
+            f"id: 2\nevent: started\ndata: {sse_event(2, 'started')}\n\n"
+            f"id: 3\nevent: final\ndata: {sse_event(3, 'final')}\n\n"
+        ),
+    ]
     asked: list[str | None] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -58,8 +64,11 @@ async def test_events_read_frames_comments_and_multiline_data_and_resume_with_la
     async with httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://gateway") as http:
         client = Client("http://gateway", http_client=http)
         events = [e async for e in client.events("job_1")]
-        assert [(e.seq, e.type) for e in events] == [(1, EventType.queued), (2, EventType.started),
-                                                     (3, EventType.final)]
+        assert [(e.seq, e.type) for e in events] == [
+            (1, EventType.queued),
+            (2, EventType.started),
+            (3, EventType.final),
+        ]
         assert asked == [None, "2"]
         assert [e async for e in client.events("job_1", after=3)] == [] and asked[-1] == "3"
 

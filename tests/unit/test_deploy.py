@@ -54,7 +54,7 @@ def assert_settings_env(env: dict, settings_cls, extra: set[str] = frozenset()) 
         if name in extra:
             continue
         assert name.startswith("TOOLQ_"), name
-        field = name[len("TOOLQ_"):].lower()
+        field = name[len("TOOLQ_") :].lower()
         assert field in settings_cls.model_fields, f"{name} is not a {settings_cls.__name__} field"
 
 
@@ -187,8 +187,10 @@ def test_cpu_worker_image_uses_the_portable_flags_of_the_setup_script():
     assert f'CMAKE_ARGS="{portable}"' in text and f"LLAMA_CPP_PYTHON_VERSION={llama_pin()}" in text
 
 
-@pytest.mark.parametrize("name,subcommand", [("Dockerfile.worker-cuda", "worker"), ("Dockerfile.worker-cpu", "worker"),
-                                             ("Dockerfile.gateway", "gateway")])
+@pytest.mark.parametrize(
+    "name,subcommand",
+    [("Dockerfile.worker-cuda", "worker"), ("Dockerfile.worker-cpu", "worker"), ("Dockerfile.gateway", "gateway")],
+)
 def test_each_image_runs_a_real_toolq_command(name, subcommand):
     text = dockerfile(name)
     cmd = yaml.safe_load(re.search(r"^CMD (\[.*\])$", text, re.M).group(1))

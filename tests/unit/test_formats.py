@@ -47,7 +47,7 @@ ODD_TOOLS = TOOLS + [
 FORMATS = ["hermes", "mixtral", "functionary_v2", "thoughtful_steps"]
 
 # The reference system prompts, verbatim (the "with tools" prompts each format must reproduce).
-SEED_TOOLS_SHORT = '''Here are the tools available:
+SEED_TOOLS_SHORT = """Here are the tools available:
 <tools>
 {
   "type": "function",
@@ -88,9 +88,9 @@ SEED_TOOLS_SHORT = '''Here are the tools available:
     }
   }
 }
-</tools>'''
+</tools>"""
 
-SEED_TOOLS_LONG = '''Call one or more functions to assist with the user query, every time this is possible. Don't make assumptions about what values to plug into functions. Here are the available tools:
+SEED_TOOLS_LONG = """Call one or more functions to assist with the user query, every time this is possible. Don't make assumptions about what values to plug into functions. Here are the available tools:
 <tools>
 {
   "type": "function",
@@ -136,9 +136,9 @@ SEED_TOOLS_LONG = '''Call one or more functions to assist with the user query, e
 To call each function, give its name and arguments within <tool_call></tool_call> XML tags as follows:
 <tool_call>
 {"name": <function-name>, "arguments": <args-dict>}
-</tool_call>'''
+</tool_call>"""
 
-SEED_HERMES_2_PRO = '''You are a function calling AI agent with self-recursion. You can call only one function at a time and analyse data you get from function response. You are provided with function signatures within <tools></tools> XML tags. The current date is: 2024-03-30. You may use agentic frameworks for reasoning and planning to help with user query. Please call a function and wait for function results to be provided to you in the next iteration. Don't make assumptions about what values to plug into function arguments. Once you have called a function, results will be fed back to you within <tool_response></tool_response> XML tags. Don't make assumptions about tool results if <tool_response> XML tags are not present since function hasn't been executed yet. Analyze the data once you get the results and call another function. At each iteration please continue adding the your analysis to previous summary. Your final response should directly answer the user query with an anlysis or summary of the results of function calls. Here are the available tools: <tools> ['{"type":"function","function":{"name":"superSecretTool","description":"Adds two numbers","parameters":{"properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"]}}}', '{"type":"function","function":{"name":"say","description":"Says something out loud (TTS)","parameters":{"properties":{"text":{"description":"The text to say out loud","type":"string"}},"required":["text"]}}}'] </tools> If the provided function signatures doesn't have the function you must call, you may write executable python code in markdown syntax and call code_interpreter() function as follows: <tool_call> {"arguments": {"code_markdown": <python-code>, "name": "code_interpreter"}} </tool_call> Make sure that the json object above with code markdown block is parseable with json.loads() and the XML block with XML ElementTree. Use the following pydantic model json schema for each tool call you will make: {'properties': {'arguments': {'title': 'Arguments', 'type': 'object'}, 'name': {'title': 'Name', 'type': 'string'}}, 'required': ['arguments', 'name'], 'title': 'FunctionCall', 'type': 'object'} At the very first turn you don't have <tool_results> so you shouldn't not make up the results.
+SEED_HERMES_2_PRO = """You are a function calling AI agent with self-recursion. You can call only one function at a time and analyse data you get from function response. You are provided with function signatures within <tools></tools> XML tags. The current date is: 2024-03-30. You may use agentic frameworks for reasoning and planning to help with user query. Please call a function and wait for function results to be provided to you in the next iteration. Don't make assumptions about what values to plug into function arguments. Once you have called a function, results will be fed back to you within <tool_response></tool_response> XML tags. Don't make assumptions about tool results if <tool_response> XML tags are not present since function hasn't been executed yet. Analyze the data once you get the results and call another function. At each iteration please continue adding the your analysis to previous summary. Your final response should directly answer the user query with an anlysis or summary of the results of function calls. Here are the available tools: <tools> ['{"type":"function","function":{"name":"superSecretTool","description":"Adds two numbers","parameters":{"properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"]}}}', '{"type":"function","function":{"name":"say","description":"Says something out loud (TTS)","parameters":{"properties":{"text":{"description":"The text to say out loud","type":"string"}},"required":["text"]}}}'] </tools> If the provided function signatures doesn't have the function you must call, you may write executable python code in markdown syntax and call code_interpreter() function as follows: <tool_call> {"arguments": {"code_markdown": <python-code>, "name": "code_interpreter"}} </tool_call> Make sure that the json object above with code markdown block is parseable with json.loads() and the XML block with XML ElementTree. Use the following pydantic model json schema for each tool call you will make: {'properties': {'arguments': {'title': 'Arguments', 'type': 'object'}, 'name': {'title': 'Name', 'type': 'string'}}, 'required': ['arguments', 'name'], 'title': 'FunctionCall', 'type': 'object'} At the very first turn you don't have <tool_results> so you shouldn't not make up the results.
 Please keep a running summary with analysis of previous function results and summaries from previous iterations.
 Do not stop calling functions until the task has been accomplished or you've reached max iteration of 10.
 Calling multiple functions at once can overload the system and increase cost so call one function at a time please.
@@ -147,9 +147,9 @@ For each function call return a valid json object (using doulbe quotes) with fun
 <tool_call>
 {"arguments": <args-dict>, "name": <function-name>}
 </tool_call>
-'''
+"""
 
-SEED_FUNCTIONARY = '''// Supported function definitions that should be called when necessary.
+SEED_FUNCTIONARY = """// Supported function definitions that should be called when necessary.
 namespace functions {
 // Adds two numbers
 type superSecretTool = (_: {
@@ -162,9 +162,9 @@ type say = (_: {
 // The text to say out loud
 text: string
 }) => any;
-} // namespace functions'''
+} // namespace functions"""
 
-SEED_THOUGHTFUL = '''You are a function calling AI model.
+SEED_THOUGHTFUL = """You are a function calling AI model.
 Here are the tools available:
 {
   "type": "function",
@@ -261,7 +261,8 @@ Please respond in JSON format with the following schema: {
     "thought_about_next_step_only",
     "next_step"
   ]
-}'''
+}"""
+
 
 def test_the_four_styles_are_registered():
     assert set(FORMATS) <= set(available_formats())
@@ -318,7 +319,10 @@ def test_thoughtful_prompt_matches_the_seed_on_its_essential_lines():
     schema = json.loads(mine.split(head)[1])
     seed_schema = json.loads(SEED_THOUGHTFUL.split(head)[1])
     assert schema["properties"].keys() == seed_schema["properties"].keys()
-    assert schema["properties"]["thought_about_next_step_only"] == seed_schema["properties"]["thought_about_next_step_only"]
+    assert (
+        schema["properties"]["thought_about_next_step_only"]
+        == seed_schema["properties"]["thought_about_next_step_only"]
+    )
     steps = schema["properties"]["next_step"]["oneOf"]
     assert steps[0]["required"] == ["tool_calls"]
     # Deliberate differences: result is the answer text, any number of calls, no phantom key.
@@ -407,7 +411,9 @@ def test_mixtral_grammar_allows_escaped_underscores():
 def test_functionary_grammar():
     g = get_format("functionary_v2").grammar(TOOLS)
     assert 'superSecretTool-call ::= "superSecretTool" "\\n<|content|>" "\\n"? superSecretTool-args "\\n"?' in g
-    assert g.startswith("root ::= content-without-start content* (tool-call+ content*)? | tool-call-without-start tool-call* content*\n")
+    assert g.startswith(
+        "root ::= content-without-start content* (tool-call+ content*)? | tool-call-without-start tool-call* content*\n"
+    )
     call = 'superSecretTool\n<|content|>\n{"a": 2535, "b": 32222000403}\n'
     assert accepts(g, call)
     assert accepts(g, "all\n<|content|>Adding.<|from|>assistant\n<|recipient|>" + call)
@@ -502,7 +508,15 @@ def test_thoughtful_tool_calls_in_the_seed_shape():
     seed_turn = json.dumps(
         {
             "thought_about_next_step_only": "",
-            "next_step": {"tool_calls": [{"id": "call_531873", "type": "function", "function": {"name": "superSecretTool", "arguments": SEED_ARGS}}]},
+            "next_step": {
+                "tool_calls": [
+                    {
+                        "id": "call_531873",
+                        "type": "function",
+                        "function": {"name": "superSecretTool", "arguments": SEED_ARGS},
+                    }
+                ]
+            },
         },
         indent=2,
     )
@@ -528,7 +542,9 @@ def test_thoughtful_prose_is_the_answer():
 
 
 def test_thoughtful_truncated_call():
-    out = get_format("thoughtful_steps").parse('{"thought_about_next_step_only": "", "next_step": {"tool_calls": [{"name": "say", "argu')
+    out = get_format("thoughtful_steps").parse(
+        '{"thought_about_next_step_only": "", "next_step": {"tool_calls": [{"name": "say", "argu'
+    )
     assert out.truncated_call and out.tool_calls == []
 
 

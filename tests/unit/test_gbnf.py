@@ -8,7 +8,7 @@ from tests.support.gbnf_match import accepts
 from worker.grammar import GrammarBuilder, GrammarError, check_grammar, literal, rule_name
 
 # Reference grammars, verbatim (llama.cpp's own schema converter wrote them).
-SEED_HERMES_LONG = r'''content ::= [^<] | "<" [^t<] | "<t" [^o<]
+SEED_HERMES_LONG = r"""content ::= [^<] | "<" [^t<] | "<t" [^o<]
 decimal-part ::= [0-9] [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]?
 integer ::= ("-"? integral-part) space
 integral-part ::= [0-9] | [1-9] [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]?
@@ -32,9 +32,9 @@ superSecretTool-tool-call-arguments-kv ::= "\"arguments\"" space ":" space super
 superSecretTool-tool-call-name ::= "\"superSecretTool\""
 superSecretTool-tool-call-name-kv ::= "\"name\"" space ":" space superSecretTool-tool-call-name
 tool-call ::= "<tool_call>" space (superSecretTool-tool-call | say-tool-call)  space "</tool_call>"
-'''
+"""
 
-SEED_MIXTRAL = r'''content ::= [^<] | "<" [^t<] | "<t" [^o<]
+SEED_MIXTRAL = r"""content ::= [^<] | "<" [^t<] | "<t" [^o<]
 decimal-part ::= [0-9] [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]?
 integer ::= ("-"? integral-part) space
 integral-part ::= [0-9] | [1-9] [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]?
@@ -58,9 +58,9 @@ superSecretTool-tool-call-arguments-kv ::= "\"arguments\"" space ":" space super
 superSecretTool-tool-call-name ::= "\"" "superSecretTool" "\"" space
 superSecretTool-tool-call-name-kv ::= "\"name\"" space ":" space superSecretTool-tool-call-name
 tool-call ::= "<tool" "\\"? "_" "call>" space (superSecretTool-tool-call | say-tool-call)  space "</tool" "\\"? "_" "call>"
-'''
+"""
 
-SEED_FUNCTIONARY = r'''content ::= start content-without-start
+SEED_FUNCTIONARY = r"""content ::= start content-without-start
 content-without-start ::= "all\n<|content|>" not-from*
 decimal-part ::= [0-9] [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]?
 integer ::= ("-"? integral-part) space
@@ -82,9 +82,9 @@ superSecretTool-args-b-kv ::= "\"b\"" space ":" space integer
 superSecretTool-call ::= "superSecretTool" "\n<|content|>\n" superSecretTool-args "\n"
 tool-call ::= start tool-call-without-start
 tool-call-without-start ::= superSecretTool-call | say-call
-'''
+"""
 
-SEED_THOUGHTFUL = r'''decimal-part ::= [0-9] [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]?
+SEED_THOUGHTFUL = r"""decimal-part ::= [0-9] [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]?
 integer ::= ("-"? integral-part) space
 integral-part ::= [0-9] | [1-9] [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]? [0-9]?
 next-step ::= next-step-0 | next-step-1
@@ -115,7 +115,7 @@ string ::=  "\"" (
         "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])
       )* "\"" space
 thought-about-next-step-only-kv ::= "\"thought_about_next_step_only\"" space ":" space string
-'''
+"""
 
 SEED_CALL = '<tool_call>{"name": "superSecretTool", "arguments": {"a": 2535, "b": 32222000403}}</tool_call>'
 
@@ -134,7 +134,9 @@ def test_seed_hermes_grammar_matches_the_seed_call():
 
 
 def test_seed_mixtral_grammar_allows_escaped_underscores():
-    assert accepts(SEED_MIXTRAL, SEED_CALL.replace("tool_call", "tool\\_call").replace('"superSecretTool"', '"superSecretTool" '))
+    assert accepts(
+        SEED_MIXTRAL, SEED_CALL.replace("tool_call", "tool\\_call").replace('"superSecretTool"', '"superSecretTool" ')
+    )
 
 
 def test_seed_functionary_grammar():
@@ -172,7 +174,7 @@ def test_seed_functionary_grammar():
         ('root ::= ("a"?)*\n', "match the empty string"),
         ('root ::= "a" b ::= "c"\n', "missing newline"),
         ('root ::= "a" @\n', "unexpected '@'"),
-        ('root ::= <tok>\n', "unexpected '<'"),
+        ("root ::= <tok>\n", "unexpected '<'"),
     ],
 )
 def test_check_grammar_rejects(grammar, message):

@@ -168,7 +168,9 @@ def test_html_entities_in_content_are_not_unescaped():
 
 
 def test_single_quoted_python_call():
-    out = parse("<tool_call>\n{'name': 'get_weather', 'arguments': {'location': 'Paris', 'metric': True}}\n</tool_call>")
+    out = parse(
+        "<tool_call>\n{'name': 'get_weather', 'arguments': {'location': 'Paris', 'metric': True}}\n</tool_call>"
+    )
     assert out.tool_calls[0].arguments == {"location": "Paris", "metric": True}
 
 
@@ -185,7 +187,9 @@ def test_arguments_as_a_json_string():
     assert parse(text).tool_calls[0].arguments == {"q": "x"}
 
 
-@pytest.mark.parametrize("body", ['{"name": "search", "arguments": null}', '{"name": "search"}', '{"name": "search", "arguments": ""}'])
+@pytest.mark.parametrize(
+    "body", ['{"name": "search", "arguments": null}', '{"name": "search"}', '{"name": "search", "arguments": ""}']
+)
 def test_null_missing_or_empty_arguments_are_empty(body):
     out = parse(f"<tool_call>{body}</tool_call>")
     assert out.tool_calls[0].arguments == {} and out.errors == []
@@ -224,7 +228,9 @@ def test_json_fence_inside_the_tags():
 
 
 def test_call_drafted_inside_think_is_not_a_call():
-    text = f"<think>maybe <tool_call>{call('search', {})}</tool_call>?</think>I'll check.<tool_call>{call()}</tool_call>"
+    text = (
+        f"<think>maybe <tool_call>{call('search', {})}</tool_call>?</think>I'll check.<tool_call>{call()}</tool_call>"
+    )
     out = parse(text)
     assert [c.name for c in out.tool_calls] == ["get_weather"]
     assert out.content == "I'll check."
@@ -336,7 +342,9 @@ def test_good_and_bad_calls_are_numbered_in_order():
     assert len(out.tool_calls) == 1 and out.errors[0].startswith("tool call 2 ")
 
 
-@pytest.mark.parametrize("text", ["", "<tool_call>", "</tool_call>", "<tool_call></tool_call>", "<think>", "{", "}{", "\x00"])
+@pytest.mark.parametrize(
+    "text", ["", "<tool_call>", "</tool_call>", "<tool_call></tool_call>", "<think>", "{", "}{", "\x00"]
+)
 def test_never_raises_on_odd_input(text):
     out = parse(text)
     assert isinstance(out.content, str)

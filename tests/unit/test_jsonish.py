@@ -76,20 +76,20 @@ def test_scan_ignores_brackets_and_tags_inside_strings():
     text = '{"a": "} </tool_call> {", "b": [1, {"c": "]"}]} tail'
     scan = jsonish.scan_value(text, 0, stops=("</tool_call>",))
     assert scan.complete and text[: scan.end].endswith("]}")
-    assert text[scan.end:] == " tail"
+    assert text[scan.end :] == " tail"
 
 
 def test_scan_handles_escaped_quotes():
     text = r'{"a": "say \"}\" now"} x'
     scan = jsonish.scan_value(text, 0)
-    assert text[scan.end:] == " x"
+    assert text[scan.end :] == " x"
 
 
 def test_scan_stops_at_a_tag_outside_strings():
     text = '{"name": "a", "arguments": {"x": 1}</tool_call>'
     scan = jsonish.scan_value(text, 0, stops=("</tool_call>",))
     assert not scan.complete
-    assert text[scan.stopped_at:] == "</tool_call>"
+    assert text[scan.stopped_at :] == "</tool_call>"
 
 
 def test_scan_of_truncated_value():

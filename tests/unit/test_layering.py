@@ -13,7 +13,8 @@ LINT = "import sys; from importlinter.cli import lint_imports_command; sys.exit(
 def test_import_contracts_are_kept():
     # Run from the repository root with this interpreter, so the packages analysed are this
     # checkout's (the current directory comes first on the path), not an installed copy.
-    done = subprocess.run([sys.executable, "-c", LINT, "--no-cache"], cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", LINT, "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout

@@ -23,7 +23,7 @@ from worker.tools import ToolRegistry
 
 
 def call(name: str, **args: Any) -> str:
-    return f'<tool_call>\n{json.dumps({"name": name, "arguments": args})}\n</tool_call>'
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': args})}\n</tool_call>"
 
 
 class Sink:
@@ -151,7 +151,7 @@ async def test_tool_that_raises_becomes_an_error_result(registry):
     loop, engine = make_loop(registry, [call("explode", reason="x"), "It failed."])
     sink = Sink()
     out = await loop.run(req(), sink)
-    name, ok, content, error, executed = sink.events[1][1]
+    name, ok, _content, error, executed = sink.events[1][1]
     assert (name, ok, executed) == ("explode", False, True)
     assert "ValueError" in error and "boom: x" in error
     assert "boom: x" in engine.prompts[1]
@@ -170,7 +170,7 @@ async def test_tool_that_hangs_times_out(registry):
 
 
 async def test_unknown_tool_and_invalid_arguments_are_not_executed(registry):
-    loop, engine = make_loop(registry, [call("nope", x=1) + call("add", a="2", b=3), "ok"])
+    loop, _ = make_loop(registry, [call("nope", x=1) + call("add", a="2", b=3), "ok"])
     sink = Sink()
     await loop.run(req(), sink)
     results = [v for k, v in sink.events if k == "tool_result"]
@@ -182,7 +182,7 @@ async def test_unknown_tool_and_invalid_arguments_are_not_executed(registry):
 
 
 async def test_repeated_call_is_not_executed_again(registry):
-    loop, engine = make_loop(registry, [call("add", a=2, b=3), call("add", b=3, a=2), "5"])
+    loop, _ = make_loop(registry, [call("add", a=2, b=3), call("add", b=3, a=2), "5"])
     sink = Sink()
     out = await loop.run(req(), sink)
     assert registry.ran == [("add", 2, 3)]
@@ -268,9 +268,14 @@ async def test_resume_runs_only_the_unanswered_calls(registry):
     loop, _ = make_loop(registry, ["All done."])
     a = ToolCall(function={"name": "add", "arguments": {"a": 1, "b": 2}})
     b = ToolCall(function={"name": "add", "arguments": {"a": 5, "b": 5}})
-    state = LoopState(messages=[Message(role="user", content="go"),
-                                Message(role="assistant", tool_calls=[a, b]),
-                                Message(role="tool", tool_call_id=a.id, name="add", content="3")], iterations=1)
+    state = LoopState(
+        messages=[
+            Message(role="user", content="go"),
+            Message(role="assistant", tool_calls=[a, b]),
+            Message(role="tool", tool_call_id=a.id, name="add", content="3"),
+        ],
+        iterations=1,
+    )
     sink = Sink()
     out = await loop.run(req(), sink, state=LoopState.from_checkpoint(state.checkpoint()))
     assert registry.ran == [("add", 5, 5)]

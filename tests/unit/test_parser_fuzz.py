@@ -16,18 +16,63 @@ NAMES = {"superSecretTool", "say", "get_weather"}
 
 # Pieces that matter to the parsers, so random text reaches the interesting branches.
 FRAGMENTS = [
-    "<tool_call>", "</tool_call>", "<tool\\_call>", "</tool\\_call>", "<tool_", "<think>", "</think>",
-    "{", "}", "[", "]", '"', "'", "\\", "\\_", ",", ":", "```json\n", "```", "\n", " ",
-    '"name"', '"arguments"', '"parameters"', '"function"', '"say"', '"superSecretTool"', "null", "True",
-    "None", "1e999", "NaN", "-", "0", "9" * 30, "é", "\x00",
-    "<|from|>", "<|recipient|>", "<|content|>", "<|stop|>", "all", "assistant\n",
-    '"next_step"', '"tool_calls"', '"result"', '"thought_about_next_step_only"',
+    "<tool_call>",
+    "</tool_call>",
+    "<tool\\_call>",
+    "</tool\\_call>",
+    "<tool_",
+    "<think>",
+    "</think>",
+    "{",
+    "}",
+    "[",
+    "]",
+    '"',
+    "'",
+    "\\",
+    "\\_",
+    ",",
+    ":",
+    "```json\n",
+    "```",
+    "\n",
+    " ",
+    '"name"',
+    '"arguments"',
+    '"parameters"',
+    '"function"',
+    '"say"',
+    '"superSecretTool"',
+    "null",
+    "True",
+    "None",
+    "1e999",
+    "NaN",
+    "-",
+    "0",
+    "9" * 30,
+    "é",
+    "\x00",
+    "<|from|>",
+    "<|recipient|>",
+    "<|content|>",
+    "<|stop|>",
+    "all",
+    "assistant\n",
+    '"next_step"',
+    '"tool_calls"',
+    '"result"',
+    '"thought_about_next_step_only"',
 ]
 
 random_text = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=4)), max_size=40).map("".join)
 
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(10**12), 10**12), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=12)
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
 )
 json_values = st.recursive(
     json_scalars,
@@ -66,11 +111,11 @@ def mutated_output(draw):
         if op == "insert":
             text = text[:i] + draw(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=3))) + text[i:]
         elif op == "delete":
-            text = text[:i] + text[i + draw(st.integers(1, 8)):]
+            text = text[:i] + text[i + draw(st.integers(1, 8)) :]
         elif op == "truncate":
             text = text[:i]
         else:
-            text = text[:i] + text[i // 2:]
+            text = text[:i] + text[i // 2 :]
     return text
 
 

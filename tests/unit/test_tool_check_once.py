@@ -10,8 +10,7 @@ from toolq.protocol import JobRequest, Message
 from worker.formats import get_format
 from worker.loop import ConversationLoop
 from worker.scripted import ScriptedEngine
-from worker.templates import TEMPLATES_DIR
-from worker.templates import ChatTemplate
+from worker.templates import TEMPLATES_DIR, ChatTemplate
 from worker.tools import ToolRegistry
 
 
@@ -62,7 +61,7 @@ async def test_the_loop_validates_each_call_once(monkeypatch):
         return a + b
 
     seen = _counting(monkeypatch)
-    call = '<tool_call>\n' + json.dumps({"name": "add", "arguments": {"a": 2, "b": 3}}) + '\n</tool_call>'
+    call = "<tool_call>\n" + json.dumps({"name": "add", "arguments": {"a": 2, "b": 3}}) + "\n</tool_call>"
     engine = ScriptedEngine([call, "5."])
     template = ChatTemplate.from_file(TEMPLATES_DIR / "hermes3_tool_calling.j2")
     loop = ConversationLoop(engine, template, get_format("hermes"), reg, tool_timeout_s=5)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
-from concurrent.futures import Future
 from collections.abc import Sequence as Seq
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
+
+import llama_cpp
 
 from worker.engine.scheduler import Scheduler
 from worker.engine.sequence import Sequence
@@ -29,7 +31,7 @@ from worker.generation import (
 )
 from worker.grammar.check import GrammarError, check_grammar
 
-import llama_cpp  # noqa: E402, I001  (after CUDA_VISIBLE_DEVICES is set by the CLI)
+_log_callback = None
 
 
 def _silence_llama_log() -> None:
@@ -39,7 +41,8 @@ def _silence_llama_log() -> None:
         if level == 4:  # GGML_LOG_LEVEL_ERROR (0 none, 1 debug, 2 info, 3 warn, 5 continuation)
             os.write(2, text)
 
-    _silence_llama_log.cb = _log  # type: ignore[attr-defined]  # keep a reference: C holds only the pointer
+    global _log_callback
+    _log_callback = _log  # keep a reference: C holds only the pointer
     llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
 
 

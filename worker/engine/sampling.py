@@ -84,7 +84,7 @@ class TokenSampler:
         return token
 
     def _allows(self, grammar: Any, token: int) -> bool:
-        self._one_data[0].id = token
+        self._one_data[0].id = token  # type: ignore[assignment]  # ctypes converts; llama_cpp annotates the field c_int32
         self._one_data[0].logit = 0.0
         self._one_data[0].p = 0.0
         self._one.data = self._one_data

@@ -271,4 +271,3 @@ class Scheduler:
         for slot in self.slots:
             slot.tokens = []
             slot.busy = False
-

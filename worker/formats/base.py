@@ -8,8 +8,9 @@ Tools are passed in the OpenAI function shape:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 from toolq.protocol import ToolCall
 
@@ -33,11 +34,11 @@ class ParsedOutput:
 class ToolCallFormat:
     name: str = ""
     # Text that opens a call: the lazy grammar starts when the model writes it (None: no lazy mode).
-    trigger: Optional[str] = None
+    trigger: str | None = None
     # Stop strings the engine should stop on for this format (besides the template's end of turn).
     stop: Sequence[str] = ()
 
-    def system_prompt(self, tools: Sequence[ToolDefinition], variant: Optional[str] = None) -> str:
+    def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
         """The text that teaches the model the format and lists the tools."""
         raise NotImplementedError
 
@@ -53,7 +54,7 @@ class ToolCallFormat:
         """GBNF for the text from ``trigger`` on: used as a lazy grammar in auto mode."""
         raise NotImplementedError
 
-    def parse(self, text: str, tool_names: Optional[set[str]] = None) -> ParsedOutput:
+    def parse(self, text: str, tool_names: set[str] | None = None) -> ParsedOutput:
         """Split raw model text into content, tool calls and readable errors; never raises."""
         raise NotImplementedError
 

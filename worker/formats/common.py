@@ -4,7 +4,8 @@ and listing tools in a prompt."""
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -29,7 +30,7 @@ def tool_params(tool: ToolDefinition) -> dict:
     return params if params.get("type") == "object" else {**params, "type": "object"}
 
 
-def call_from_value(value: Any, n: int) -> Union[ToolCall, str]:
+def call_from_value(value: Any, n: int) -> ToolCall | str:
     """A ToolCall from one decoded call object, or a readable error for call number n.
 
     Accepts {"name", "arguments"}, "parameters" for "arguments", arguments as a JSON string,
@@ -37,7 +38,7 @@ def call_from_value(value: Any, n: int) -> Union[ToolCall, str]:
     Any "id" the model wrote is ignored: ids are ours, so a copied id can never collide.
     """
     if not isinstance(value, dict):
-        return f"tool call {n} must be a JSON object with \"name\" and \"arguments\", not {type(value).__name__}"
+        return f'tool call {n} must be a JSON object with "name" and "arguments", not {type(value).__name__}'
     if isinstance(value.get("function"), dict):
         value = value["function"]
     name = value.get("name")
@@ -67,7 +68,7 @@ def call_from_value(value: Any, n: int) -> Union[ToolCall, str]:
         return f"tool call {n} ({name[:40]}): {first.get('msg', 'invalid')}"
 
 
-def calls_from_value(value: Any, n: int) -> list[Union[ToolCall, str]]:
+def calls_from_value(value: Any, n: int) -> list[ToolCall | str]:
     """One decoded block may hold one call or a list of them."""
     if isinstance(value, list):
         if not value:

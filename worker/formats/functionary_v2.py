@@ -8,7 +8,8 @@ starts with a recipient: ``all`` for plain content, or a tool name followed by
 from __future__ import annotations
 
 import json
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from toolq.protocol import ToolCall
 from worker import jsonish
@@ -55,7 +56,8 @@ def ts_type(schema: Any, depth: int = 0) -> str:
 
 
 def _ts_fields(schema: dict, depth: int) -> str:
-    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    required = schema.get("required")
+    required = required if isinstance(required, list) else []
     lines = []
     props = schema.get("properties") or {}
     for key, sub in props.items():
@@ -102,7 +104,7 @@ def _read_segment(seg: str, last: bool, n: int, out: ParsedOutput, pieces: list[
             pieces.append(seg)
         return
     recipient = seg[:k].strip()
-    body = seg[k + len(CONTENT):]
+    body = seg[k + len(CONTENT) :]
     if recipient in ("all", ""):
         pieces.append(body)
         return
@@ -120,7 +122,10 @@ def _read_segment(seg: str, last: bool, n: int, out: ParsedOutput, pieces: list[
             out.errors.append(f"tool call {n} ({recipient}): arguments are not valid JSON: {e}")
             return
     result = call_from_value({"name": recipient, "arguments": args}, n)
-    (out.tool_calls if isinstance(result, ToolCall) else out.errors).append(result)
+    if isinstance(result, ToolCall):
+        out.tool_calls.append(result)
+    else:
+        out.errors.append(result)
 
 
 def parse_functionary(text: str) -> ParsedOutput:
@@ -130,12 +135,12 @@ def parse_functionary(text: str) -> ParsedOutput:
         segments = text.split(FROM)
         first = segments[0]
         if first.lstrip().startswith(RECIPIENT):
-            first = first.lstrip()[len(RECIPIENT):]
+            first = first.lstrip()[len(RECIPIENT) :]
         rest = []
         for seg in segments[1:]:
             # "<|from|>assistant\n<|recipient|>NAME..." - keep what follows the recipient tag.
             r = seg.find(RECIPIENT)
-            rest.append(seg[r + len(RECIPIENT):] if r != -1 else seg)
+            rest.append(seg[r + len(RECIPIENT) :] if r != -1 else seg)
         all_segments = ([first] if first.strip() else []) + rest
         pieces: list[str] = []
         for i, seg in enumerate(all_segments):
@@ -154,7 +159,7 @@ class FunctionaryV2Format(ToolCallFormat):
     trigger = None  # every message opens with a recipient; there is no tag to wait for
     stop = (STOP,)
 
-    def system_prompt(self, tools: Sequence[ToolDefinition], variant: Optional[str] = None) -> str:
+    def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
         return namespace_prompt(tools)
 
     def _rules(self, b: GrammarBuilder, tools: Sequence[ToolDefinition]) -> tuple[str, str]:
@@ -181,7 +186,8 @@ class FunctionaryV2Format(ToolCallFormat):
             # Text that never writes "<|from|>": a new message can only start through the rules.
             b.add(
                 "not-from",
-                '([^<] | "<" ([^|] | "|" ([^f] | "f" ([^r] | "r" ([^o] | "o" ([^m] | "m" ([^|] | "|" ([^>])?)?)?)?)?)?)?)',
+                '([^<] | "<" ([^|] | "|" ([^f] | "f" ([^r] | "r" ([^o] | "o" '
+                '([^m] | "m" ([^|] | "|" ([^>])?)?)?)?)?)?)?)',
             )
             b.add("content-without-start", f"{literal(_PLAIN)} not-from*")
             b.add("content", "start content-without-start")
@@ -192,7 +198,7 @@ class FunctionaryV2Format(ToolCallFormat):
         # No trigger: the nearest thing is "the output is calls only".
         return self.grammar(tools, required=True)
 
-    def parse(self, text: str, tool_names: Optional[set[str]] = None) -> ParsedOutput:
+    def parse(self, text: str, tool_names: set[str] | None = None) -> ParsedOutput:
         return parse_functionary(text)
 
     def render_tool_calls(self, calls: Sequence[ToolCall]) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Optional
 
 from worker.formats.base import ParsedOutput
 from worker.formats.tagged import TaggedCallFormat, parse_tagged
@@ -48,7 +47,7 @@ class MixtralFormat(TaggedCallFormat):
         # The name is a JSON string; escape it as JSON first, then let underscores be escaped.
         return _with_optional_escapes(json.dumps(name, ensure_ascii=False))
 
-    def parse(self, text: str, tool_names: Optional[set[str]] = None) -> ParsedOutput:
+    def parse(self, text: str, tool_names: set[str] | None = None) -> ParsedOutput:
         if isinstance(text, str):
             text = unescape_underscores(text)
         return parse_tagged(text, tool_names, self.open_tag, self.close_tag)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
 
 from toolq.protocol import ToolCall
 from worker import jsonish
@@ -76,7 +76,7 @@ VARIANTS = ("short", "long", "hermes_2_pro")
 DEFAULT_VARIANT = "long"
 
 
-def hermes_prompt(tools: Sequence[ToolDefinition], variant: Optional[str] = None, *, date: Optional[str] = None) -> str:
+def hermes_prompt(tools: Sequence[ToolDefinition], variant: str | None = None, *, date: str | None = None) -> str:
     variant = variant or DEFAULT_VARIANT
     if variant == "short":
         return f"Here are the tools available:\n<tools>\n{tools_block(tools)}\n</tools>"
@@ -160,9 +160,12 @@ class _Reader:
         self.spans: list[tuple[int, int]] = []  # where each call's text lies
         self.n = 0  # calls seen so far, readable or not: the number in error messages
 
-    def add(self, results: list[Union[ToolCall, str]]) -> None:
+    def add(self, results: list[ToolCall | str]) -> None:
         for r in results:
-            (self.calls if isinstance(r, ToolCall) else self.errors).append(r)
+            if isinstance(r, ToolCall):
+                self.calls.append(r)
+            else:
+                self.errors.append(r)
         self.n += len(results)
 
     def read_body(self, body: str) -> None:
@@ -175,7 +178,8 @@ class _Reader:
         self.add(calls_from_value(value, self.n + 1))
 
     def run(self) -> None:
-        text, pos = self.text, 0
+        text = self.text
+        pos: int | None = 0
         while True:
             k = text.find(self.open_tag, pos)
             t = text.find(THINK_OPEN, pos)
@@ -205,14 +209,14 @@ class _Reader:
             if pos is None:
                 return
 
-    def one_call(self, j: int) -> Optional[int]:
+    def one_call(self, j: int) -> int | None:
         """Read the call whose body starts at j; return where to continue (None: at the end)."""
         text = self.text
         j = _skip_fence_open(text, _skip_ws(text, j))
         if j < len(text) and text[j] in "{[":
             scan = jsonish.scan_value(text, j, stops=(self.close_tag, self.open_tag))
-            if scan.complete:
-                self.read_body(text[j:scan.end])
+            if scan.end is not None:  # complete
+                self.read_body(text[j : scan.end])
                 after = _skip_fence_close(text, scan.end)
                 # Without a closing tag, whatever follows is ordinary text. Before one, stray
                 # punctuation (an extra brace) is dropped, but words are kept as content.
@@ -226,11 +230,12 @@ class _Reader:
                 return after
             if scan.stopped_at is not None:
                 # The JSON is broken before a tag: read up to the tag for a precise error.
-                self.read_body(text[j:scan.stopped_at])
+                self.read_body(text[j : scan.stopped_at])
                 if scan.stop == self.close_tag:
                     return scan.stopped_at + len(self.close_tag)
                 return scan.stopped_at
-            return self.truncated_call()
+            self.truncated_call()
+            return None
         # Not JSON at all: the body runs to the closing tag, or the next call, or the end.
         close = text.find(self.close_tag, j)
         nxt = text.find(self.open_tag, j)
@@ -241,7 +246,8 @@ class _Reader:
             self.read_body(text[j:nxt])
             return nxt
         if not text[j:].strip() or text[j:].strip().startswith("`"):
-            return self.truncated_call()
+            self.truncated_call()
+            return None
         self.read_body(text[j:])
         return None
 
@@ -252,7 +258,7 @@ class _Reader:
         return None
 
 
-def _bare_calls(text: str, tool_names: Optional[set[str]]) -> Optional[list[ToolCall]]:
+def _bare_calls(text: str, tool_names: set[str] | None) -> list[ToolCall] | None:
     """Untagged JSON is a call only if it is the whole message and names known tools."""
     if not tool_names:
         return None
@@ -272,9 +278,7 @@ def _bare_calls(text: str, tool_names: Optional[set[str]]) -> Optional[list[Tool
     return None
 
 
-def parse_tagged(
-    text: str, tool_names: Optional[set[str]], open_tag: str = OPEN, close_tag: str = CLOSE
-) -> ParsedOutput:
+def parse_tagged(text: str, tool_names: set[str] | None, open_tag: str = OPEN, close_tag: str = CLOSE) -> ParsedOutput:
     """The parser for any pair of tags (Mixtral's undoes its escapes first)."""
     try:
         text = text if isinstance(text, str) else str(text)
@@ -310,7 +314,7 @@ class TaggedCallFormat(ToolCallFormat):
     open_tag = OPEN
     close_tag = CLOSE
 
-    def system_prompt(self, tools: Sequence[ToolDefinition], variant: Optional[str] = None) -> str:
+    def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
         return hermes_prompt(tools, variant)
 
     # -- grammar
@@ -351,13 +355,11 @@ class TaggedCallFormat(ToolCallFormat):
 
     # -- parsing and rendering
 
-    def parse(self, text: str, tool_names: Optional[set[str]] = None) -> ParsedOutput:
+    def parse(self, text: str, tool_names: set[str] | None = None) -> ParsedOutput:
         return parse_tagged(text, tool_names, self.open_tag, self.close_tag)
 
     def render_tool_calls(self, calls: Sequence[ToolCall]) -> str:
-        return "\n".join(
-            f"{OPEN}\n{jsonish.dumps({'name': c.name, 'arguments': c.arguments})}\n{CLOSE}" for c in calls
-        )
+        return "\n".join(f"{OPEN}\n{jsonish.dumps({'name': c.name, 'arguments': c.arguments})}\n{CLOSE}" for c in calls)
 
     def render_tool_result(self, name: str, call_id: str, content: str) -> str:
         return f"<tool_response>\n{content}\n</tool_response>"

@@ -12,7 +12,7 @@ only its arithmetic example). tests/unit/test_formats.py pins the prompt and the
 from __future__ import annotations
 
 import json
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from toolq.protocol import ToolCall
 from worker import jsonish
@@ -72,7 +72,10 @@ def _read_step(step: dict) -> ParsedOutput:
         out = ParsedOutput(content="")
         for i, raw in enumerate(calls, 1):
             r = call_from_value(raw, i)
-            (out.tool_calls if isinstance(r, ToolCall) else out.errors).append(r)
+            if isinstance(r, ToolCall):
+                out.tool_calls.append(r)
+            else:
+                out.errors.append(r)
         if not calls:
             out.errors.append('"tool_calls" is empty: give at least one call, or a "result"')
         return out
@@ -101,7 +104,7 @@ def parse_thoughtful(text: str) -> ParsedOutput:
                 )
             return ParsedOutput(content=text.strip())
         try:
-            value = jsonish.loads(body[start:scan.end])
+            value = jsonish.loads(body[start : scan.end])
         except jsonish.JsonishError as e:
             if strict:
                 return ParsedOutput(content="", errors=[f"the reply is not valid JSON: {e}"])
@@ -120,7 +123,7 @@ class ThoughtfulStepsFormat(ToolCallFormat):
     trigger = None  # the whole reply is the JSON object; nothing to wait for
     stop = ()
 
-    def system_prompt(self, tools: Sequence[ToolDefinition], variant: Optional[str] = None) -> str:
+    def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
         return thoughtful_prompt(tools)
 
     def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
@@ -144,16 +147,14 @@ class ThoughtfulStepsFormat(ToolCallFormat):
             b.add("next-step-1", f'"{{" space {result_kv} "}}" space')
             step = b.add("next-step", "next-step-0 | next-step-1")
         step_kv = b.add("next-step-kv", f'"\\"next_step\\"" space ":" space {step}')
-        thought = b.add(
-            "thought-about-next-step-only-kv", f'"\\"{THOUGHT}\\"" space ":" space {b.primitive("string")}'
-        )
+        thought = b.add("thought-about-next-step-only-kv", f'"\\"{THOUGHT}\\"" space ":" space {b.primitive("string")}')
         b.add("root", f'"{{" space {thought} "," space {step_kv} "}}" space')
         return b.render()
 
     def call_grammar(self, tools: Sequence[ToolDefinition]) -> str:
         return self.grammar(tools, required=True)
 
-    def parse(self, text: str, tool_names: Optional[set[str]] = None) -> ParsedOutput:
+    def parse(self, text: str, tool_names: set[str] | None = None) -> ParsedOutput:
         return parse_thoughtful(text)
 
     def render_tool_calls(self, calls: Sequence[ToolCall]) -> str:

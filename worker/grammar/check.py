@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import NoReturn
 
 __all__ = ["GrammarError", "check_grammar", "checked_rules"]
 
@@ -48,10 +48,10 @@ class _Parser:
 
     # -- position helpers
 
-    def line(self, i: Optional[int] = None) -> int:
+    def line(self, i: int | None = None) -> int:
         return self.text.count("\n", 0, self.i if i is None else i) + 1
 
-    def fail(self, msg: str) -> None:
+    def fail(self, msg: str) -> NoReturn:
         where = f" in rule '{self.current}'" if self.current else ""
         raise GrammarError(f"line {self.line()}{where}: {msg}")
 
@@ -83,7 +83,7 @@ class _Parser:
         m = _NAME.match(self.text, self.i)
         if not m:
             self.current = ""
-            self.fail(f"expected a rule name, found {self.text[self.i:self.i + 20]!r}")
+            self.fail(f"expected a rule name, found {self.text[self.i : self.i + 20]!r}")
         name, start = m.group(0), self.i
         self.current = name
         self.i = m.end()
@@ -132,6 +132,7 @@ class _Parser:
                 items.append([("group", group), 1, 1])
             elif c and _NAME.match(c):
                 m = _NAME.match(self.text, self.i)
+                assert m is not None  # the character at i starts a name
                 self.refs.append((m.group(0), self.current, self.i))
                 items.append([("ref", m.group(0)), 1, 1])
                 self.i = m.end()
@@ -153,7 +154,7 @@ class _Parser:
                 return items
             self.space(nested)
 
-    def repetition(self) -> tuple[int, Optional[int]]:
+    def repetition(self) -> tuple[int, int | None]:
         c = self.peek()
         self.i += 1
         if c == "*":
@@ -167,7 +168,7 @@ class _Parser:
             self.fail("bad repetition: expected {m}, {m,} or {m,n}")
         self.i = m.end()
         lo = int(m.group(1))
-        hi: Optional[int] = lo if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
+        hi: int | None = lo if m.group(2) is None else (int(m.group(3)) if m.group(3) else None)
         if hi is not None and hi < lo:
             self.fail(f"bad repetition {{{lo},{hi}}}: the maximum is below the minimum")
         if max(lo, hi or 0) > _MAX_REPEAT:
@@ -181,11 +182,11 @@ class _Parser:
             self.fail("unexpected end of grammar inside a literal or character class")
         c = t[self.i]
         if c == "\\":
-            e = t[self.i + 1:self.i + 2]
+            e = t[self.i + 1 : self.i + 2]
             if e not in _ESCAPES:
                 self.fail(f"unknown escape '\\{e}'")
             if e in _HEX_LEN:
-                digits = t[self.i + 2:self.i + 2 + _HEX_LEN[e]]
+                digits = t[self.i + 2 : self.i + 2 + _HEX_LEN[e]]
                 if len(digits) != _HEX_LEN[e] or not re.fullmatch(r"[0-9a-fA-F]+", digits):
                     self.fail(f"escape '\\{e}' needs {_HEX_LEN[e]} hex digits")
                 self.i += 2 + _HEX_LEN[e]
@@ -219,7 +220,7 @@ class _Parser:
                 self.i = start
                 self.fail("bad character class: unterminated '['")
             lo = hi = self.char("]")
-            if self.peek() == "-" and self.text[self.i + 1:self.i + 2] not in ("]", ""):
+            if self.peek() == "-" and self.text[self.i + 1 : self.i + 2] not in ("]", ""):
                 self.i += 1
                 hi = self.char("]")
                 if ord(hi) < ord(lo):
@@ -318,7 +319,7 @@ def checked_rules(text: str) -> dict[str, Rule]:
         path.append(name)
         for nxt in sorted(graph[name]):
             if state.get(nxt) == 1:
-                cycle = path[path.index(nxt):] + [nxt]
+                cycle = path[path.index(nxt) :] + [nxt]
                 where = p.line(rules[nxt].offset)
                 raise GrammarError(f"left recursion: {' -> '.join(cycle)} (rule '{nxt}', line {where})")
             if nxt not in state:

@@ -9,7 +9,8 @@ message is marked untrusted (``worker/templates/markers.py``) on the way.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from toolq.protocol import FunctionCall, Message, ToolCall
 from worker.formats.base import ToolCallFormat, ToolDefinition
@@ -22,9 +23,7 @@ if TYPE_CHECKING:
 class Adapter:
     """Turns protocol messages into marked message dicts this template can render."""
 
-    def __init__(
-        self, template: ChatTemplate, fmt: ToolCallFormat, tools: list[ToolDefinition], variant: Optional[str]
-    ):
+    def __init__(self, template: ChatTemplate, fmt: ToolCallFormat, tools: list[ToolDefinition], variant: str | None):
         self.template = template
         self.caps = template.capabilities
         self.fmt = fmt
@@ -140,7 +139,7 @@ def _split_leading_system(messages: list[Message]) -> tuple[list[Message], list[
     return messages[:n], messages[n:]
 
 
-def _join(first: Optional[str], second: Optional[str], sep: str = "\n\n") -> str:
+def _join(first: str | None, second: str | None, sep: str = "\n\n") -> str:
     return sep.join(p for p in (first, second) if p)
 
 

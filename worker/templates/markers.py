@@ -10,7 +10,8 @@ The engine tokenizes untrusted segments without special-token parsing, so a user
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 OPEN_MARK = "\ufdd0"
 CLOSE_MARK = "\ufdd1"
@@ -36,7 +37,7 @@ def mark(text: str) -> str:
     if not core:
         return text
     start = text.index(core[0])
-    return f"{text[:start]}{OPEN_MARK}{core}{CLOSE_MARK}{text[start + len(core):]}"
+    return f"{text[:start]}{OPEN_MARK}{core}{CLOSE_MARK}{text[start + len(core) :]}"
 
 
 def mark_json(value: Any) -> Any:
@@ -94,7 +95,7 @@ def checked_markup(marked: str, plain: str) -> str:
     return mark(plain)
 
 
-def _split_balanced(marked: str) -> Optional[list[tuple[str, bool]]]:
+def _split_balanced(marked: str) -> list[tuple[str, bool]] | None:
     """Segments of a marked string, or None when its markers do not pair up."""
     found: list[tuple[str, bool]] = []
     depth = 0
@@ -140,7 +141,7 @@ def _coarse_segments(plain: str, marked: str) -> list[tuple[str, bool]]:
 
 def _common_prefix(a: str, b: str) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1

@@ -11,8 +11,9 @@ the sample renders without error AND the sentinel shows up in the output.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from worker.formats.base import ToolCallFormat
 from worker.templates.errors import TemplateError
@@ -93,9 +94,7 @@ def probe_wraps_tool_results(render_raw: RenderRaw, caps: Capabilities, fmt: Too
     return False
 
 
-def _renders(
-    render_raw: RenderRaw, messages: list[dict[str, Any]], *needles: str, tools: Optional[list] = None
-) -> bool:
+def _renders(render_raw: RenderRaw, messages: list[dict[str, Any]], *needles: str, tools: list | None = None) -> bool:
     try:
         out = render_raw(messages, tools=tools, add_generation_prompt=True)
     except TemplateError:
@@ -103,7 +102,7 @@ def _renders(
     return all(n in out for n in needles)
 
 
-def _probe_call_shape(render_raw: RenderRaw) -> Optional[_CallShape]:
+def _probe_call_shape(render_raw: RenderRaw) -> _CallShape | None:
     """The first call shape the template renders, or None when it renders none."""
     for as_string in (False, True):
         for empty_content in (False, True):
@@ -113,7 +112,7 @@ def _probe_call_shape(render_raw: RenderRaw) -> Optional[_CallShape]:
     return None
 
 
-def _tool_probe_conversations(call_shape: Optional[_CallShape]) -> list[list[dict[str, Any]]]:
+def _tool_probe_conversations(call_shape: _CallShape | None) -> list[list[dict[str, Any]]]:
     # A tool turn normally follows the call it answers; some templates insist on it.
     candidates = [[_user(), _assistant(), _probe_tool_turn()]]
     if call_shape is not None:

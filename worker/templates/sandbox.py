@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import Any, Optional
+from typing import Any
 
 import jinja2
 from jinja2 import nodes
@@ -29,7 +29,7 @@ class _GenerationTag(Extension):
     """``{% generation %}...{% endgeneration %}`` (used by some HF templates to mark assistant
     text for training masks): render the body as is."""
 
-    tags = {"generation"}
+    tags = {"generation"}  # noqa: RUF012  # jinja2.ext.Extension declares tags as a plain attribute
 
     def parse(self, parser: Any) -> list[nodes.Node]:
         next(parser.stream)
@@ -69,15 +69,13 @@ def _check_power(left: Any, right: Any) -> None:
 
 def _tojson(
     value: Any,
-    indent: Optional[int] = None,
+    indent: int | None = None,
     ensure_ascii: bool = False,
-    separators: Optional[tuple[str, str]] = None,
+    separators: tuple[str, str] | None = None,
     sort_keys: bool = False,
 ) -> str:
     """Plain JSON. Jinja's own tojson HTML-escapes < > & ', which would corrupt a prompt."""
-    return json.dumps(
-        value, indent=indent, ensure_ascii=ensure_ascii, separators=separators, sort_keys=sort_keys
-    )
+    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, separators=separators, sort_keys=sort_keys)
 
 
 def _raise_exception(message: Any = "") -> None:
@@ -88,7 +86,7 @@ def _strftime_now(fmt: str) -> str:
     return _dt.datetime.now().strftime(fmt)
 
 
-_ENV: Optional[_Sandbox] = None
+_ENV: _Sandbox | None = None
 
 
 def _env() -> _Sandbox:

@@ -8,9 +8,10 @@ message text (untrusted).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any
 
 from toolq.protocol import Message
 from worker.formats.base import ToolCallFormat, ToolDefinition
@@ -38,14 +39,14 @@ class ChatTemplate:
         self.bos_token = bos_token or ""
         self.eos_token = eos_token or ""
         self._template = compile_template(source, name)
-        self._capabilities: Optional[Capabilities] = None
+        self._capabilities: Capabilities | None = None
         # Per tool-call format: does the template wrap tool results itself (hermes3 does)?
         self._wraps_results: dict[str, bool] = {}
 
     # -- loading
 
     @classmethod
-    def from_file(cls, path: Union[str, Path], bos_token: str = "", eos_token: str = "") -> "ChatTemplate":
+    def from_file(cls, path: str | Path, bos_token: str = "", eos_token: str = "") -> ChatTemplate:
         path = Path(path)
         try:
             source = path.read_text(encoding="utf-8")
@@ -57,7 +58,7 @@ class ChatTemplate:
     @classmethod
     def from_gguf_metadata(
         cls, metadata: Mapping[str, Any], bos_token: str = "", eos_token: str = "", *, prefer: str = "tool_use"
-    ) -> "ChatTemplate":
+    ) -> ChatTemplate:
         """The template a GGUF carries. Some files carry named variants besides the default
         (``tokenizer.chat_template.tool_use`` in Hermes 2 Pro); the ``prefer`` one wins."""
         for key in (f"tokenizer.chat_template.{prefer}", "tokenizer.chat_template"):
@@ -72,7 +73,7 @@ class ChatTemplate:
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
-        tools: Optional[Sequence[ToolDefinition]] = None,
+        tools: Sequence[ToolDefinition] | None = None,
         add_generation_prompt: bool = True,
     ) -> str:
         """Render message dicts exactly as given, as HF's apply_chat_template would."""
@@ -108,12 +109,12 @@ class ChatTemplate:
 
     def render(
         self,
-        messages: Sequence[Union[Message, Mapping[str, Any]]],
+        messages: Sequence[Message | Mapping[str, Any]],
         *,
         tools: Sequence[ToolDefinition],
         fmt: ToolCallFormat,
         add_generation_prompt: bool = True,
-        prompt_variant: Optional[str] = None,
+        prompt_variant: str | None = None,
     ) -> RenderedPrompt:
         """The prompt for a conversation, adapted to what this template supports."""
         msgs = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]

@@ -7,8 +7,8 @@ text is joined into one line.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from docstring_parser import ParseError
 from docstring_parser.google import DEFAULT_SECTIONS, GoogleParser, Section, SectionType
@@ -16,14 +16,16 @@ from docstring_parser.google import DEFAULT_SECTIONS, GoogleParser, Section, Sec
 __all__ = ["ToolDoc", "parse_docstring"]
 
 # Headers that also end the summary; the library's defaults lack these spellings.
-_PARSER = GoogleParser(sections=[
-    *DEFAULT_SECTIONS,
-    Section("Return", "returns", SectionType.SINGULAR_OR_MULTIPLE),
-    Section("Yield", "yields", SectionType.SINGULAR_OR_MULTIPLE),
-    Section("Note", "notes", SectionType.SINGULAR),
-    Section("Notes", "notes", SectionType.SINGULAR),
-    Section("See Also", "see_also", SectionType.SINGULAR),
-])
+_PARSER = GoogleParser(
+    sections=[
+        *DEFAULT_SECTIONS,
+        Section("Return", "returns", SectionType.SINGULAR_OR_MULTIPLE),
+        Section("Yield", "yields", SectionType.SINGULAR_OR_MULTIPLE),
+        Section("Note", "notes", SectionType.SINGULAR),
+        Section("Notes", "notes", SectionType.SINGULAR),
+        Section("See Also", "see_also", SectionType.SINGULAR),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ def parse_docstring(doc: str) -> ToolDoc:
         parsed = _PARSER.parse(doc)
     except ParseError:
         title = _PARSER.titles_re.search(doc)
-        parsed = _PARSER.parse(doc[:title.start()] if title else doc)
+        parsed = _PARSER.parse(doc[: title.start()] if title else doc)
     summary_lines = [parsed.short_description or ""]
     if parsed.long_description and not parsed.blank_after_short_description:
         # The first paragraph goes on past the first line: the rest of it opens the long part.

@@ -52,8 +52,9 @@ async def run_call(found: Tool, kwargs: dict[str, Any], limit: float, threads: T
         return outcome(False, f"tool {name!r} returned a result that is not JSON: {exc}")
 
 
-async def _run_with_timeout(found: Tool, kwargs: dict[str, Any], limit: float,
-                            threads: ToolThreads) -> tuple[bool, Any]:
+async def _run_with_timeout(
+    found: Tool, kwargs: dict[str, Any], limit: float, threads: ToolThreads
+) -> tuple[bool, Any]:
     # asyncio.wait, not wait_for: wait_for waits for the cancelled tool to finish, and an
     # async tool that swallows cancellation would then hang the job past its timeout.
     task = asyncio.ensure_future(_invoke(found, kwargs, threads))

@@ -6,8 +6,9 @@ import copy
 import dataclasses
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -28,7 +29,7 @@ class Tool:
     fn: Callable[..., Any]
     is_async: bool
     parameters: dict[str, Any]  # the cleaned JSON schema of the arguments object
-    timeout_s: Optional[float]
+    timeout_s: float | None
     model: type[BaseModel] = dataclasses.field(repr=False)
     # internal pydantic field name -> the function's parameter name (see signature.arguments_model)
     field_names: dict[str, str] = dataclasses.field(repr=False)
@@ -47,18 +48,16 @@ class Tool:
 
 def make_tool(
     fn: Callable[..., Any],
-    name: Optional[str] = None,
-    description: Optional[str] = None,
-    timeout_s: Optional[float] = None,
+    name: str | None = None,
+    description: str | None = None,
+    timeout_s: float | None = None,
 ) -> Tool:
     """The Tool for ``fn``; raises ToolRegistrationError when ``fn`` cannot be one."""
     if not callable(fn):
         raise ToolRegistrationError(f"@tool needs a function, got {type(fn).__name__}")
     tool_name = name or getattr(fn, "__name__", None) or type(fn).__name__
     if not _NAME_RE.match(tool_name):
-        raise ToolRegistrationError(
-            f"tool name {tool_name!r} is invalid: use 1-64 letters, digits, '_' or '-'"
-        )
+        raise ToolRegistrationError(f"tool name {tool_name!r} is invalid: use 1-64 letters, digits, '_' or '-'")
     if timeout_s is not None and not timeout_s > 0:
         raise ToolRegistrationError(f"tool {tool_name!r}: timeout_s must be > 0, got {timeout_s}")
     doc = parse_docstring(inspect.getdoc(fn) or "")
@@ -81,6 +80,4 @@ def make_tool(
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)
-    )
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004  # a callable instance: its __call__ method

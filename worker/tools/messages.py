@@ -8,7 +8,8 @@ location through the tool's schema and the arguments together.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -23,8 +24,9 @@ def not_an_object(name: str, arguments: Any) -> str:
     return f"arguments for {name!r} must be a JSON object, got {_describe_value(arguments)}"
 
 
-def argument_errors(name: str, parameters: dict[str, Any], arguments: dict[str, Any],
-                    exc: ValidationError) -> list[str]:
+def argument_errors(
+    name: str, parameters: dict[str, Any], arguments: dict[str, Any], exc: ValidationError
+) -> list[str]:
     """One text per problem pydantic found in ``arguments`` for the tool ``name``."""
     out: list[str] = []
     seen: set[str] = set()
@@ -43,7 +45,7 @@ def argument_errors(name: str, parameters: dict[str, Any], arguments: dict[str, 
             text = f"argument {path!r} must be {_expected(schema)}, got {_describe_value(value)}"
         else:  # a constraint such as ge=0 or max_length: pydantic's wording is clear enough
             msg = err["msg"]
-            msg = msg[len("Input "):] if msg.startswith("Input ") else f"is invalid: {msg}"
+            msg = msg[len("Input ") :] if msg.startswith("Input ") else f"is invalid: {msg}"
             text = f"argument {path!r} {msg}, got {_describe_value(value)}"
         if text not in seen:  # a union reports once per alternative; say it once
             seen.add(text)
@@ -78,10 +80,23 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-_SIMPLE_NAMES = {"integer": "integer", "number": "number", "string": "string",
-                 "boolean": "boolean", "object": "object", "null": "null", "array": "array"}
-_PLURALS = {"integer": "integers", "number": "numbers", "string": "strings",
-            "boolean": "booleans", "object": "objects", "array": "arrays"}
+_SIMPLE_NAMES = {
+    "integer": "integer",
+    "number": "number",
+    "string": "string",
+    "boolean": "boolean",
+    "object": "object",
+    "null": "null",
+    "array": "array",
+}
+_PLURALS = {
+    "integer": "integers",
+    "number": "numbers",
+    "string": "strings",
+    "boolean": "booleans",
+    "object": "objects",
+    "array": "arrays",
+}
 
 
 def _type_name(schema: dict[str, Any]) -> str:
@@ -131,10 +146,7 @@ def _describe_value(value: Any) -> str:
 
 
 def _is_type_error(kind: str) -> bool:
-    return (
-        kind.endswith(("_type", "_parsing"))
-        or kind in {"literal_error", "enum", "int_from_float", "none_required"}
-    )
+    return kind.endswith(("_type", "_parsing")) or kind in {"literal_error", "enum", "int_from_float", "none_required"}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ both for callers that have nothing to do in between.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from worker.tools.errors import ToolLoadError, ToolRegistrationError, UnknownToolError
 from worker.tools.execution import run_call
@@ -37,11 +38,11 @@ class ToolRegistry:
 
     def tool(
         self,
-        fn: Optional[Callable[..., Any]] = None,
+        fn: Callable[..., Any] | None = None,
         *,
-        name: Optional[str] = None,
-        description: Optional[str] = None,
-        timeout_s: Optional[float] = None,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_s: float | None = None,
     ) -> Any:
         """Decorator: ``@registry.tool`` or ``@registry.tool(name=..., timeout_s=...)``.
 
@@ -56,9 +57,9 @@ class ToolRegistry:
         self,
         fn: Callable[..., Any],
         *,
-        name: Optional[str] = None,
-        description: Optional[str] = None,
-        timeout_s: Optional[float] = None,
+        name: str | None = None,
+        description: str | None = None,
+        timeout_s: float | None = None,
     ) -> Tool:
         new = make_tool(fn, name, description, timeout_s)
         existing = self._tools.get(new.name)
@@ -85,12 +86,12 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
-    def specs(self, names: Optional[Iterable[str]] = None) -> list[dict[str, Any]]:
+    def specs(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """OpenAI function specs: all tools in registration order, or the named ones in the order
         given (duplicates dropped). Unknown names raise UnknownToolError listing all of them."""
         return [t.spec() for t in self._select(names)]
 
-    def subset(self, names: Optional[Iterable[str]]) -> "ToolRegistry":
+    def subset(self, names: Iterable[str] | None) -> ToolRegistry:
         """A registry holding only the named tools (all when None), for one job: its specs,
         validation and execution see just those, so a call to any other tool is "unknown".
         It shares this registry's tool threads and their cap."""
@@ -99,7 +100,7 @@ class ToolRegistry:
         view._tools = {t.name: t for t in self._select(names)}
         return view
 
-    def _select(self, names: Optional[Iterable[str]]) -> list[Tool]:
+    def _select(self, names: Iterable[str] | None) -> list[Tool]:
         if names is None:
             return list(self._tools.values())
         wanted = list(dict.fromkeys(names))
@@ -121,7 +122,7 @@ class ToolRegistry:
         """Problems with a call, written for the model to fix; empty when the call is valid."""
         return self.check(name, arguments).errors
 
-    async def run(self, call: CheckedCall, *, timeout_s: Optional[float] = None) -> ToolOutcome:
+    async def run(self, call: CheckedCall, *, timeout_s: float | None = None) -> ToolOutcome:
         """Run a checked call; one with errors is not run, its outcome carries the errors.
         Never raises, except asyncio.CancelledError (so the job can be cancelled while a tool
         runs). The tool's own timeout wins over ``timeout_s``, which wins over the default."""
@@ -131,7 +132,7 @@ class ToolRegistry:
         limit = call.tool.timeout_s or timeout_s or self.default_timeout_s
         return await run_call(call.tool, call.kwargs, limit, self._threads)
 
-    async def execute(self, name: str, arguments: Any, *, timeout_s: Optional[float] = None) -> ToolOutcome:
+    async def execute(self, name: str, arguments: Any, *, timeout_s: float | None = None) -> ToolOutcome:
         """Check and run one call."""
         return await self.run(self.check(name, arguments), timeout_s=timeout_s)
 
@@ -152,7 +153,5 @@ def load_tool_modules(modules: Iterable[str]) -> ToolRegistry:
         try:
             importlib.import_module(module)
         except Exception as exc:
-            raise ToolLoadError(
-                f"cannot load tool module {module!r}: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise ToolLoadError(f"cannot load tool module {module!r}: {type(exc).__name__}: {exc}") from exc
     return REGISTRY

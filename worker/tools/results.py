@@ -6,7 +6,7 @@ import dataclasses
 import enum
 import json
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -20,7 +20,7 @@ class ToolOutcome:
 
     ok: bool
     content: str
-    error: Optional[str]
+    error: str | None
     duration_ms: float
 
 

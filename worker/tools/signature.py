@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import inspect
 import typing
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
@@ -68,7 +69,7 @@ def order_keys(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _type_hints(fn: Callable[..., Any], name: str) -> dict[str, Any]:
-    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(fn, "__call__", fn)
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(fn, "__call__", fn)  # noqa: B004  # a callable instance: its __call__ method
     try:
         return typing.get_type_hints(target, include_extras=True)
     except Exception as exc:  # a forward reference that cannot be resolved, typically
@@ -84,13 +85,10 @@ def _check_param(param: inspect.Parameter, name: str, hints: dict[str, Any]) -> 
         )
     if param.kind is param.POSITIONAL_ONLY:
         raise ToolRegistrationError(
-            f"tool {name!r}: parameter {param.name!r} is positional-only; tools are called with "
-            "keyword arguments"
+            f"tool {name!r}: parameter {param.name!r} is positional-only; tools are called with keyword arguments"
         )
     if param.name not in hints:
-        raise ToolRegistrationError(
-            f"tool {name!r}: parameter {param.name!r} has no type hint; the schema needs one"
-        )
+        raise ToolRegistrationError(f"tool {name!r}: parameter {param.name!r} has no type hint; the schema needs one")
 
 
 def _field(param: inspect.Parameter, hint: Any) -> tuple[Any, FieldInfo]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["DEFAULT_MAX_THREADS", "ToolThreads"]
 
@@ -62,7 +63,7 @@ class ToolThreads:
         return await future
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: Optional[BaseException]) -> None:
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if future.done():  # timed out or cancelled meanwhile: the result has nowhere to go
         return
     if error is not None:

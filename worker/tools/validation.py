@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -25,9 +25,9 @@ class CheckedCall:
     (the validated, coerced values keyed by the function's parameter names)."""
 
     name: str
-    tool: Optional[Tool]
+    tool: Tool | None
     errors: list[str]
-    kwargs: Optional[dict[str, Any]]
+    kwargs: dict[str, Any] | None
 
     @property
     def ok(self) -> bool:

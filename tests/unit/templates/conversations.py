@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from itertools import pairwise
 
 from tests.support.seed import SEED_TOOLS
 from toolq.protocol import Message
@@ -63,7 +64,7 @@ def check_segments(prompt) -> None:
     assert "".join(piece for piece, _ in prompt.segments) == prompt.text
     assert all(piece for piece, _ in prompt.segments), "no empty segments"
     kinds = [trusted for _, trusted in prompt.segments]
-    assert all(a != b for a, b in zip(kinds, kinds[1:])), "neighbours of the same kind are merged"
+    assert all(a != b for a, b in pairwise(kinds)), "neighbours of the same kind are merged"
     assert "\ufdd0" not in prompt.text and "\ufdd1" not in prompt.text
 
 

@@ -129,10 +129,16 @@ def test_any_text_renders_exactly_and_stays_untrusted(user, result, arg):
     ]
     prompt = HERMES_2_PRO.render(msgs, tools=[], fmt=HERMES)
     check_segments(prompt)
-    clean = lambda s: s.replace("\ufdd0", "").replace("\ufdd1", "")
+
+    def clean(s: str) -> str:
+        return s.replace("\ufdd0", "").replace("\ufdd1", "")
+
     call = HERMES.render_tool_calls(
         Message.model_validate(
-            {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "say", "arguments": {"text": clean(arg)}}}]}
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c1", "function": {"name": "say", "arguments": {"text": clean(arg)}}}],
+            }
         ).tool_calls
     )
     expected = (
@@ -145,9 +151,22 @@ def test_any_text_renders_exactly_and_stays_untrusted(user, result, arg):
     trusted = trusted_text(prompt)
     # Whatever was trusted is template or format markup, whitespace, or JSON punctuation.
     leftover = trusted
-    for markup in ("<|im_start|>user\n", "<|im_end|>\n", "<|im_start|>assistant\n", "<|im_start|>tool\n",
-                   "<tool_call>\n", "</tool_call>", "<tool_response>\n", "</tool_response>",
-                   '{"name": "', '", "arguments": {"', '": "', '"}}', "\n", " "):
+    for markup in (
+        "<|im_start|>user\n",
+        "<|im_end|>\n",
+        "<|im_start|>assistant\n",
+        "<|im_start|>tool\n",
+        "<tool_call>\n",
+        "</tool_call>",
+        "<tool_response>\n",
+        "</tool_response>",
+        '{"name": "',
+        '", "arguments": {"',
+        '": "',
+        '"}}',
+        "\n",
+        " ",
+    ):
         leftover = leftover.replace(markup, "")
     # Outer whitespace of a value may sit outside its markers, JSON-escaped: harmless.
     assert re.fullmatch(r'(\s|\\[nrtbf"\\/]|\\u[0-9a-f]{4})*', leftover), repr(leftover)

@@ -120,7 +120,10 @@ def test_llama2_prompt_is_the_seed_shape():
 
 def test_functionary_renders_calls_natively_with_string_arguments():
     prompt = render("functionary_v2_2", seed_messages(), "functionary_v2")
-    assert '<|from|>assistant\n<|recipient|>superSecretTool\n<|content|>{"a": 2535, "b": 32222000403}<|stop|>' in prompt.text
+    assert (
+        '<|from|>assistant\n<|recipient|>superSecretTool\n<|content|>{"a": 2535, "b": 32222000403}<|stop|>'
+        in prompt.text
+    )
     # The template labels the result with the tool's name and adds no wrapper of its own.
     assert f"<|from|>superSecretTool\n<|recipient|>all\n<|content|>{RESULT}\n" in prompt.text
     assert prompt.text.startswith("<|from|>system\n<|recipient|>all\n<|content|>// Supported function definitions")
@@ -175,9 +178,7 @@ def test_hermes3_output_is_plain_chatml_without_blank_lines():
 def test_hermes3_tool_calls_parse_back_as_json():
     prompt = render("hermes3_tool_calling", seed_messages(), "hermes")
     blocks = re.findall(r"<tool_call>\n(.*?)\n</tool_call>", prompt.text, re.S)
-    assert [json.loads(b) for b in blocks] == [
-        {"name": "superSecretTool", "arguments": {"a": 2535, "b": 32222000403}}
-    ]
+    assert [json.loads(b) for b in blocks] == [{"name": "superSecretTool", "arguments": {"a": 2535, "b": 32222000403}}]
     # And the hermes parser reads the assistant turn back into the same call.
     turn = prompt.text.split("<|im_start|>assistant\n")[1].split("<|im_end|>")[0]
     parsed = get_format("hermes").parse(turn, {"superSecretTool", "say"})
@@ -189,7 +190,10 @@ def test_hermes3_arguments_with_quotes_and_markup_stay_valid_json():
     msgs = [
         Message(role="user", content="go"),
         Message.model_validate(
-            {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "say", "arguments": json.dumps(args)}}]}
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c1", "function": {"name": "say", "arguments": json.dumps(args)}}],
+            }
         ),
     ]
     prompt = render("hermes3_tool_calling", msgs, "hermes", add_generation_prompt=False)

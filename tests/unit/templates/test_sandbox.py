@@ -54,7 +54,9 @@ def test_templates_cannot_build_huge_values(source):
 
 def test_raise_exception_gives_our_error_with_the_templates_message():
     t = load("mistral_instruct_v0_1")
-    with pytest.raises(TemplateRaisedError, match="^Conversation roles must alternate user/assistant/user/assistant/...$"):
+    with pytest.raises(
+        TemplateRaisedError, match=r"^Conversation roles must alternate user/assistant/user/assistant/...$"
+    ):
         t.render_raw([{"role": "assistant", "content": "a"}])
     assert issubclass(TemplateRaisedError, TemplateError)
 
