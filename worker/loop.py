@@ -11,6 +11,7 @@ Rules (each has a test in tests/unit/test_loop.py):
 - unreadable call, unknown tool, invalid arguments, or a call cut off by max_tokens: the model is
   told exactly what was wrong in a tool response and asked to call again; it costs a round.
 - the same call (name and arguments) again: not executed; the model is pointed at the result.
+  Within one turn, generation stops as soon as a call is written a second time.
 - after max_iterations rounds with tools, one last round without tools gives the answer, with
   finish_reason ``max_iterations``.
 - tool_choice ``required`` or a named tool constrains the first round of the job to a call (a
