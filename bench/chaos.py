@@ -451,7 +451,9 @@ def run(opts: Options) -> Report:
     finally:
         report.elapsed_s = time.monotonic() - t0
         server.kill()
-        if not opts.keep_logs:
+        if opts.keep_logs or report.failures:
+            report.details.append(f"  redis folder kept (AOF): {server.dir}")
+        else:
             server.remove()
     return report
 
