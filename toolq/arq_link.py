@@ -73,7 +73,9 @@ def connect(url: str, **kwargs: Any) -> ArqRedis:
     pool = ConnectionPool.from_url(
         url,
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=8),
-        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+        # OSError too: redis-py retries a connect only on the errors listed here, and a connect that Redis
+        # refuses while it restarts raises ConnectionRefusedError, so without it nothing rides out a restart
+        retry_on_error=[RedisConnectionError, RedisTimeoutError, OSError],
         health_check_interval=15,
         **kwargs,
     )
