@@ -429,15 +429,18 @@ async def soak(opts: Options, server: RedisServer, report: Report, t0: float) ->
         if server.proc is None:
             await asyncio.to_thread(server.start)
         await verify(r, jobs, report)
-        aof = Path(server.dir)
-        report.aof_bytes = sum(p.stat().st_size for p in aof.rglob("*") if p.is_file() and "appendonly" in p.name)
+        report.aof_bytes = await asyncio.to_thread(_aof_bytes, Path(server.dir))
     finally:
         await store.close()
         await r.aclose()
         kept = fleet.close(opts.keep_logs or report.failures > 0 or bool(report.foreign_exits))
         if kept:
             report.details.append("  worker logs kept: " + " ".join(kept))
-        Path(rules_path).unlink(missing_ok=True)
+        await asyncio.to_thread(Path(rules_path).unlink, missing_ok=True)
+
+
+def _aof_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and "appendonly" in p.name)
 
 
 def run(opts: Options) -> Report:
