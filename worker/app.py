@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from toolq import keys
-from toolq.arq_link import WakeableWorker, make_worker
+from toolq.arq_link import StalledPickups, WakeableWorker, make_worker
 from toolq.jobstore import JobStore
 from toolq.leases import Leases
 from worker.formats import get_format
@@ -75,6 +75,7 @@ def create_worker(
             loop=build_loop(settings, engine, registry),
             store=store,
             leases=Leases(redis),
+            pickups=StalledPickups(redis),
             registry=registry,
             model=model,
             worker_id=worker_id,
@@ -111,7 +112,7 @@ def create_worker(
         on_startup=startup,
         on_shutdown=shutdown,
         max_jobs=max_jobs,
-        job_timeout_s=settings.job_timeout_cap_s + 60,  # a job's own deadline stops it; the queue's is a backstop
+        job_timeout_s=settings.queue_timeout_s,
         poll_delay_s=settings.poll_delay_s,
         wake=settings.wake_on_enqueue,
         shutdown_grace_s=settings.shutdown_grace_s,

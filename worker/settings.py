@@ -80,6 +80,11 @@ class WorkerSettings(BaseSettings):
         return self
 
     @property
+    def queue_timeout_s(self) -> float:
+        """arq's timeout for a job: only a backstop, since a job's own deadline stops it first."""
+        return self.job_timeout_cap_s + 60
+
+    @property
     def engine_prefill_chunk(self) -> int:
         if self.prefill_chunk is not None:
             return self.prefill_chunk

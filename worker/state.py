@@ -6,6 +6,7 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 
+from toolq.arq_link import StalledPickups
 from toolq.jobstore import JobStore
 from toolq.leases import Leases
 from worker.generation import Engine
@@ -51,3 +52,4 @@ class WorkerState:
     beats: int = 0
     background: list[asyncio.Task] = field(default_factory=list)
     engine_watch: EngineWatch = field(default_factory=EngineWatch)
+    pickups: StalledPickups | None = None  # set at startup, with the Redis client
