@@ -6,7 +6,8 @@ measured in the same run, on the same model, threads, context and prompts.
   Target: engine >= 0.9 of the anchor at every size.
 - ``--batched-bench PATH``: llama.cpp's own ``llama-batched-bench`` (random tokens, no sampling) at the same
   prompt depth, tokens and sizes; its S_TG is printed next to ours.
-- ``--llama-bench PATH``: single-sequence decode against ``llama-bench`` tg at the same depth. Target >= 0.95.
+- ``--llama-bench PATH``: single-sequence decode against ``llama-bench`` tg at the same depth, one llama-bench
+  run in each of ours (the machine's speed drifts by 10-20% over minutes). Target >= 0.95.
 
 Speeds are steady-state, for the engine and the anchor alike (bench/decode_rate.py). Every prompt makes
 SmolLM2 write well past ``--tokens`` under greedy decoding; the token count of every sequence is reported.
@@ -30,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from decode_rate import Measure, TightLoopProcess, engine_rate, load_note  # noqa: E402
+from decode_rate import Measure, OtherLoad, TightLoopProcess, engine_rate  # noqa: E402
 
 from worker.engine import LlamaEngine  # noqa: E402
 from worker.settings import WorkerSettings  # noqa: E402
@@ -69,12 +70,13 @@ def batched_bench(path: str, model: Path, *, depth: int, args: argparse.Namespac
     return {r["pl"]: r["speed_tg"] for r in rows}
 
 
-def llama_bench(path: str, model: Path, *, depth: int, args: argparse.Namespace) -> float:
+def llama_bench(path: str, model: Path, *, depth: int, args: argparse.Namespace, quiet: bool = False) -> float:
     cmd = (
         f"{path} -m {model} -p 0 -n {args.tokens} -d {depth} -t {args.threads} -fa off -ngl {args.gpu_layers} "
-        f"-r {max(args.runs, 3)} -o json"
+        "-r 1 -o json"
     ).split()
-    print("$ " + " ".join(cmd))
+    if not quiet:
+        print("$ " + " ".join(cmd))
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return float(json.loads(out.stdout)[0]["avg_ts"])
 
@@ -92,7 +94,6 @@ def main() -> None:
     args = ap.parse_args()
     model = WorkerSettings().model_path
     chats = [segments(ASKS[i % len(ASKS)]) for i in range(max(args.seqs))]
-    print(load_note())
 
     probe = LlamaEngine(model, n_ctx=64, n_threads=args.threads)  # only to tokenize as the engine does
     prompts = [probe.tokenize_segments(c) for c in chats]
@@ -101,6 +102,7 @@ def main() -> None:
     n_ctx = -(-(max(depths) + args.tokens + 16) // 64) * 64  # per slot: the longest prompt and its reply
     shape = {"n_ctx": n_ctx, "n_batch": args.n_batch, "n_threads": args.threads}
     loops = TightLoopProcess(model, gpu_layers=args.gpu_layers, **shape)
+    other = OtherLoad(loops.pid)
 
     def engine(n: int) -> LlamaEngine:  # one alive at a time (bench/decode_rate.py says why)
         return LlamaEngine(model, slots=n, n_gpu_layers=args.gpu_layers, **shape)
@@ -112,6 +114,7 @@ def main() -> None:
     )
     a_runs: dict[int, list[Measure]] = {n: [] for n in args.seqs}
     e_runs: dict[int, list[Measure]] = {n: [] for n in args.seqs}
+    tg_runs: list[float] = []
     for run in range(args.runs + 1):  # run 0 warms up
         for n in args.seqs:
             a = loops.run(prompts[:n], args.tokens if run else 16)
@@ -122,6 +125,9 @@ def main() -> None:
             if run:
                 a_runs[n].append(a)
                 e_runs[n].append(e)
+        if args.llama_bench and 1 in args.seqs and run:  # interleaved too: this machine's speed drifts
+            tg_runs.append(llama_bench(args.llama_bench, model, depth=depths[0], args=args, quiet=run > 1))
+    load = other.note()
     loops.close()
 
     bb = {}
@@ -148,13 +154,13 @@ def main() -> None:
         print(f"WARNING: some sequence generated other than {args.tokens} tokens (see the counts)")
 
     if args.llama_bench and 1 in args.seqs:
-        tg = llama_bench(args.llama_bench, model, depth=depths[0], args=args)
+        tg = statistics.median(tg_runs)
         e = statistics.median(m.tps for m in e_runs[1])
         print(
             f"single sequence at depth {depths[0]}: engine {e:6.1f} tok/s   llama-bench tg{args.tokens} "
             f"@ d{depths[0]} {tg:6.1f} tok/s   ratio {e / tg:.3f}  (target >= 0.95)"
         )
-    print(load_note())
+    print(load)
 
 
 if __name__ == "__main__":

@@ -177,6 +177,7 @@ class TightLoopProcess:
         self._conn, child = mp.Pipe()
         self._proc = mp.Process(target=_serve, args=(child, model_path, shape), name="tight-loop", daemon=True)
         self._proc.start()
+        self.pid = self._proc.pid
 
     def run(
         self, prompts: Sequence[list[int]], n_tokens: int, grammar: str | None = None, *, slots: int | None = None
@@ -216,7 +217,37 @@ def engine_rate(eng: LlamaEngine, prompts: Sequence[Sequence[Segment]], n_tokens
     return _rate(len(prompts), end - start, first_seen[end] - first_seen[start], counts)
 
 
-def load_note() -> str:
-    """The machine's load, printed with each figure: on 2 shared cores another busy process halves a figure."""
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.2f} (1 min), {five:.2f} (5 min)"
+def _busy_ticks() -> int:
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, f.readline().split()[1:9])
+    return user + nice + system + irq + softirq + steal
+
+
+def _own_ticks(pids: Sequence[int]) -> int:
+    """CPU ticks of these live processes and of every child this process has waited for (llama-bench)."""
+    t = os.times()
+    total = round((t.children_user + t.children_system) * os.sysconf("SC_CLK_TCK"))
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime + stime
+    return total
+
+
+class OtherLoad:
+    """CPU used by other processes while a benchmark runs, in cores: on 2 shared cores, another busy process
+    slows llama.cpp's threads far more than its share (they wait for each other at every barrier), so a figure
+    taken while this is above ~0.1 is not to be trusted."""
+
+    def __init__(self, *pids: int):
+        self.pids = [os.getpid(), *pids]
+        self.t0, self.busy0, self.own0 = time.monotonic(), _busy_ticks(), _own_ticks(self.pids)
+
+    def note(self) -> str:
+        hz = os.sysconf("SC_CLK_TCK")
+        other = (_busy_ticks() - self.busy0) - (_own_ticks(self.pids) - self.own0)
+        one, five, _ = os.getloadavg()
+        return (
+            f"other processes used {max(other, 0) / hz / (time.monotonic() - self.t0):.2f} cores on average "
+            f"during this run (load average {one:.2f}, {five:.2f})"
+        )
