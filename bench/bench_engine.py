@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from decode_rate import Measure, TightLoopProcess, engine_rate, load_note  # noqa: E402
+from decode_rate import Measure, OtherLoad, TightLoopProcess, engine_rate  # noqa: E402
 
 from toolq.protocol import JobRequest, Message  # noqa: E402
 from worker.app import build_loop  # noqa: E402
@@ -96,11 +96,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--tokens", type=int, default=200)
     args = ap.parse_args()
-    print(load_note())
     settings = WorkerSettings(n_threads=args.threads, n_ctx=2048)
     shape = {"n_ctx": 2048, "n_batch": settings.n_batch, "n_threads": args.threads}
     eng = LlamaEngine(settings.model_path, slots=1, **shape)
     tight = TightLoopProcess(settings.model_path, **shape)  # its own process: bench/decode_rate.py says why
+    other = OtherLoad(tight.pid)
     print(f"model {eng.name}, {args.threads} threads, {args.runs} interleaved runs, median")
 
     # 1. decode speed
@@ -149,9 +149,9 @@ def main() -> None:
         f"engine/loop {f / lf:.3f}; grammar over the whole vocabulary every token {lu:6.1f} tok/s "
         f"({counts(loop_full)} tokens), ratio to unconstrained {lu / lf:.3f}"
     )
+    print(other.note())
     eng.close()
     tight.close()
-    print(load_note())
 
 
 if __name__ == "__main__":
