@@ -46,6 +46,7 @@ from bench_gateway import GatewayProcess, pct  # noqa: E402  (this folder is on 
 from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.workers import WorkerProcess  # noqa: E402
 from toolq import Client, errors, keys  # noqa: E402
+from toolq.local import free_port  # noqa: E402
 from toolq.protocol import EventType  # noqa: E402
 from worker.settings import bundled_model_path  # noqa: E402
 
@@ -170,8 +171,8 @@ class Series:
     jobs: list[JobRun]
     wall_s: float
     single_s: list[float]
-    peak_batch: float
     peak_busy: int
+    engine: dict[str, float]  # the worker's engine counters over the timed workload (differences)
 
     @property
     def jobs_s(self) -> float:
@@ -207,13 +208,12 @@ async def workload(
     return jobs, max(j.ended_at for j in jobs) - t0
 
 
-async def watch_engine(redis_url: str, worker_id: str, peaks: dict[str, float], stop: asyncio.Event) -> None:
-    """The largest batch size and busy slot count the worker's registry entry showed."""
+async def watch_engine(redis_url: str, worker_id: str, peaks: dict[str, int], stop: asyncio.Event) -> None:
+    """The largest busy slot count the worker's registry entry showed."""
     r = aioredis.Redis.from_url(redis_url, decode_responses=True)
     try:
         while not stop.is_set():
             h = await r.hgetall(keys.worker(worker_id))
-            peaks["batch"] = max(peaks["batch"], float(h.get("batch_size") or 0))
             peaks["busy"] = max(peaks["busy"], int(h.get("slots_busy") or 0))
             try:
                 await asyncio.wait_for(stop.wait(), 0.1)
@@ -221,6 +221,25 @@ async def watch_engine(redis_url: str, worker_id: str, peaks: dict[str, float], 
                 pass
     finally:
         await r.aclose()
+
+
+ENGINE_COUNTERS = {
+    "steps": "toolq_worker_decode_steps_total",
+    "batch_sequences": "toolq_worker_batch_sequences_total",
+    "prefill_tokens": "toolq_worker_prefill_tokens_total",
+    "decode_tokens": "toolq_worker_decode_tokens_total",
+}
+
+
+async def engine_counters(metrics_url: str) -> dict[str, float]:
+    """The worker's engine counters from its Prometheus endpoint."""
+    async with httpx.AsyncClient(timeout=5) as http:
+        text = (await http.get(metrics_url)).text
+    values = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        values[name] = value
+    return {key: float(values.get(metric, 0)) for key, metric in ENGINE_COUNTERS.items()}
 
 
 async def wait_for_model(url: str, model: str, timeout: float = 60.0) -> None:
@@ -249,11 +268,11 @@ async def check_tool_schema(url: str) -> None:
         raise RuntimeError(f"the benchmark's {TOOL} schema differs from worker/demo_tools.py's")
 
 
-def start_worker(redis_url: str, slots: int, model: str, delay_s: float) -> WorkerProcess:
+def start_worker(redis_url: str, slots: int, model: str, delay_s: float, metrics_port: int) -> WorkerProcess:
     return WorkerProcess(
         redis_url,
         tools=("tests.support.slow_tools",),
-        extra=("--slots", str(slots), "--name", model),
+        extra=("--slots", str(slots), "--name", model, "--metrics-port", str(metrics_port)),
         env={DELAY_ENV: str(delay_s)},
     ).wait_ready(120)
 
@@ -269,7 +288,8 @@ async def one_series(
     workers: list[WorkerProcess],
 ) -> Series:
     model = f"smollm2-slots{slots}"
-    worker = start_worker(redis_url, slots, model, args.tool_delay_s)
+    metrics_url = f"http://127.0.0.1:{(metrics_port := free_port())}/metrics"
+    worker = start_worker(redis_url, slots, model, args.tool_delay_s, metrics_port)
     workers.append(worker)
     await wait_for_model(url, model)
     await check_tool_schema(url)
@@ -278,13 +298,16 @@ async def one_series(
     if warmup.problems():
         print(f"   warm-up job failed: {'; '.join(warmup.problems())}")
 
-    peaks = {"batch": 0.0, "busy": 0}
+    peaks = {"busy": 0}
+    before = await engine_counters(metrics_url)
     stop = asyncio.Event()
     assert worker.worker_id is not None
     watcher = asyncio.create_task(watch_engine(redis_url, worker.worker_id, peaks, stop))
     jobs, wall = await workload(url, model, pairs, args.clients, args.max_tokens)
     stop.set()
     await watcher
+    after = await engine_counters(metrics_url)
+    engine = {key: after[key] - before[key] for key in after}
 
     single = []
     async with Client(url) as client:
@@ -294,7 +317,7 @@ async def one_series(
             jobs_alone = job.problems()
             if jobs_alone:
                 print(f"   single job ({zorb}, {bix}) failed: {'; '.join(jobs_alone)}")
-    series = Series(slots, jobs, wall, single, peaks["batch"], int(peaks["busy"]))
+    series = Series(slots, jobs, wall, single, int(peaks["busy"]), engine)
     if any(j.problems() for j in jobs):
         series_log = worker.output()
         print(f"   worker log (slots={slots}), last 4000 characters:\n{series_log[-4000:]}")
@@ -315,9 +338,15 @@ def report(s: Series) -> int:
         f"p50 {statistics.median(seconds):5.2f} s   p90 {pct(seconds, 90):5.2f} s per job"
     )
     print(
-        f"      completion tokens per job (median) {s.median_usage('completion_tokens'):.0f}, "
-        f"prompt {s.median_usage('prompt_tokens'):.0f}, cached prompt {s.median_usage('cached_prompt_tokens'):.0f};"
-        f"  decode batch (the registry's rolling mean) at most {s.peak_batch:.2f}, peak busy slots {s.peak_busy}"
+        f"      tokens per job (median): completion {s.median_usage('completion_tokens'):.0f}, "
+        f"prompt {s.median_usage('prompt_tokens'):.0f} of which cached {s.median_usage('cached_prompt_tokens'):.0f}"
+    )
+    e, n = s.engine, len(s.jobs)
+    batch = e["batch_sequences"] / max(e["steps"], 1)
+    print(
+        f"      engine over the series: {e['steps']:.0f} steps, mean batch {batch:.2f} sequences, busy slots at "
+        f"most {s.peak_busy}; per job {e['prefill_tokens'] / n:.0f} tokens prefilled, "
+        f"{e['decode_tokens'] / n:.0f} decoded"
     )
     print(
         f"      per job (median): queued {s.median_ms('queue_ms') / 1000:.2f} s, generating "
