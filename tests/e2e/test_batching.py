@@ -30,7 +30,7 @@ SYSTEM = "You are a helpful assistant who answers questions about numbers, colou
 def engine():
     from worker.engine import LlamaEngine
 
-    eng = LlamaEngine(WorkerSettings().model_path, n_ctx=2048, slots=4, n_batch=256)
+    eng = LlamaEngine(WorkerSettings().model_path, n_ctx=2048, slots=4, n_batch=256, prefill_chunk=32)
     yield eng
     eng.close()
 
