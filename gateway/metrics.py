@@ -57,6 +57,19 @@ class GatewayMetrics:
             "toolq_queue_depth", "Jobs in a model's queue (waiting or running)", ["model"], registry=r
         )
         self.workers = Gauge("toolq_workers", "Live workers per model", ["model"], registry=r)
+        # From the workers' registry entries (worker/heartbeat.py), summed over a model's workers.
+        self.slots = Gauge("toolq_slots", "Sequences a model's workers decode together", ["model"], registry=r)
+        self.slots_busy = Gauge("toolq_slots_busy", "Of those, sequences generating now", ["model"], registry=r)
+        self.batch_size = Gauge(
+            "toolq_batch_size",
+            "Mean sequences per decode step, last few seconds, averaged over a model's workers",
+            ["model"],
+            registry=r,
+        )
+        self.prefill_tps = Gauge(
+            "toolq_prefill_tokens_per_second", "Prompt tokens evaluated per second", ["model"], registry=r
+        )
+        self.decode_tps = Gauge("toolq_decode_tokens_per_second", "Tokens generated per second", ["model"], registry=r)
         self.queue_wait = Histogram(
             "toolq_queue_wait_seconds", "Submit to first start of a job", ["model"], buckets=_LATENCY, registry=r
         )
@@ -155,6 +168,12 @@ class GatewayMetrics:
         for view in await fleet.describe(redis, sorted(self._models_seen)):
             self.queue_depth.labels(view.id).set(view.queue_depth)
             self.workers.labels(view.id).set(view.workers)
+            workers = fleet.workers_of(view.id)
+            self.slots.labels(view.id).set(sum(w.slots for w in workers))
+            self.slots_busy.labels(view.id).set(sum(w.slots_busy for w in workers))
+            self.batch_size.labels(view.id).set(sum(w.batch_size for w in workers) / len(workers) if workers else 0)
+            self.prefill_tps.labels(view.id).set(sum(w.prefill_tps for w in workers))
+            self.decode_tps.labels(view.id).set(sum(w.decode_tps for w in workers))
         return generate_latest(self.registry)
 
 

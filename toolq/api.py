@@ -88,6 +88,8 @@ class ModelView(BaseModel):
     busy: int
     queue_depth: int = Field(description="jobs in the model's queue, waiting or running")
     tools: list[str]
+    slots: int = Field(0, description="sequences the model's workers decode together, summed over workers")
+    slots_busy: int = Field(0, description="of those, how many are generating now")
 
 
 class ModelsView(BaseModel):

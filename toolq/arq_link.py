@@ -39,7 +39,7 @@ from typing import Any, cast
 import msgpack  # type: ignore[import-untyped]  # msgpack ships no type hints
 import structlog
 from arq.connections import ArqRedis
-from arq.constants import expires_extra_ms, job_key_prefix, result_key_prefix
+from arq.constants import expires_extra_ms, in_progress_key_prefix, job_key_prefix, result_key_prefix
 from arq.jobs import serialize_job
 from arq.worker import Worker, func
 from redis.asyncio import ConnectionPool
@@ -50,6 +50,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from toolq import keys
+from toolq.scripts import Script
 
 log = structlog.get_logger("toolq.worker")
 
@@ -73,7 +74,9 @@ def connect(url: str, **kwargs: Any) -> ArqRedis:
     pool = ConnectionPool.from_url(
         url,
         retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=8),
-        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+        # OSError too: redis-py retries a connect only on the errors listed here, and a connect that Redis
+        # refuses while it restarts raises ConnectionRefusedError, so without it nothing rides out a restart
+        retry_on_error=[RedisConnectionError, RedisTimeoutError, OSError],
         health_check_interval=15,
         **kwargs,
     )
@@ -113,6 +116,30 @@ async def enqueue_attempt(redis: ArqRedis, job_id: str, model: str, attempt: int
         RUN_JOB, job_id, attempt, _job_id=arq_job_id(job_id, attempt), _queue_name=keys.queue(model)
     )
     await wake(redis, model, job_id)
+
+
+def in_progress_mark_ms(job_timeout_s: float) -> int:
+    """How long arq marks a job in progress when a worker picks it: its timeout + 10 s."""
+    return int((job_timeout_s + 10) * 1000)
+
+
+class StalledPickups:
+    """Jobs a worker took from the queue but died before starting (toolq/lua/unstall.lua)."""
+
+    def __init__(self, redis: Any):
+        self._unstall = Script(redis, "unstall")
+
+    async def release(self, model: str, *, job_timeout_s: float, stall_ms: int) -> list[str]:
+        """Let arq pick them up again; returns their arq ids (the caller wakes a worker)."""
+        released = await self._unstall(
+            queue=keys.queue(model),
+            progress_prefix=in_progress_key_prefix,
+            job_prefix=keys.JOB_PREFIX,
+            mark_ms=in_progress_mark_ms(job_timeout_s),
+            stall_ms=stall_ms,
+            limit=200,
+        )
+        return [r.decode() for r in released]
 
 
 # ---------------------------------------------------------------------- the worker

@@ -29,14 +29,23 @@ class Leases:
             )
         )
 
-    async def claim_expired(self, model: str, grace_ms: int, limit: int = 100) -> list[tuple[str, int]]:
+    async def claim_expired(
+        self, model: str, grace_ms: int, limit: int = 100, settle_ms: int = 10_000
+    ) -> list[tuple[str, int]]:
         """Take over every job of this model whose lease ran out; returns (job id, new attempt).
 
         The caller enqueues each new attempt. The claim leaves a lease of ``grace_ms`` so that, if
-        the caller dies before enqueueing, the job is claimed again rather than lost.
+        the caller dies before enqueueing, the job is claimed again rather than lost. For
+        ``settle_ms`` after Redis restarts, leases that ran out while it was down are left for their
+        workers to renew (they may be alive and only have lost their connection).
         """
         flat = await self._claim(
-            leases=keys.LEASES, model=model, job_prefix=keys.JOB_PREFIX, grace_ms=grace_ms, limit=limit
+            leases=keys.LEASES,
+            model=model,
+            job_prefix=keys.JOB_PREFIX,
+            grace_ms=grace_ms,
+            limit=limit,
+            settle_ms=settle_ms,
         )
         return [(flat[i].decode(), int(flat[i + 1])) for i in range(0, len(flat), 2)]
 

@@ -31,6 +31,13 @@ class WorkerInfo:
     max_jobs: int = 1
     host: str = ""
     pid: int = 0
+    # The engine: sequences decoded together, how many are generating now, and over the last
+    # few seconds the mean batch (sequences per decode step) and prompt and generated tokens/s.
+    slots: int = 1
+    slots_busy: int = 0
+    batch_size: float = 0.0
+    prefill_tps: float = 0.0
+    decode_tps: float = 0.0
 
     @property
     def tool_names(self) -> frozenset[str]:
@@ -49,6 +56,11 @@ class WorkerInfo:
             "max_jobs": self.max_jobs,
             "host": self.host,
             "pid": self.pid,
+            "slots": self.slots,
+            "slots_busy": self.slots_busy,
+            "batch_size": self.batch_size,
+            "prefill_tps": self.prefill_tps,
+            "decode_tps": self.decode_tps,
         }
 
     @classmethod
@@ -72,6 +84,11 @@ class WorkerInfo:
                 max_jobs=int(d.get("max_jobs") or 1),
                 host=d.get("host", ""),
                 pid=int(d.get("pid") or 0),
+                slots=int(d.get("slots") or 1),
+                slots_busy=int(d.get("slots_busy") or 0),
+                batch_size=float(d.get("batch_size") or 0),
+                prefill_tps=float(d.get("prefill_tps") or 0),
+                decode_tps=float(d.get("decode_tps") or 0),
             )
         except (KeyError, ValueError, TypeError):
             return None
@@ -121,6 +138,8 @@ class Fleet:
                 busy=sum(w.busy for w in self.workers_of(m)),
                 queue_depth=d,
                 tools=sorted(self.tools_of(m)),
+                slots=sum(w.slots for w in self.workers_of(m)),
+                slots_busy=sum(w.slots_busy for w in self.workers_of(m)),
             )
             for m, d in zip(models, depths, strict=True)
         ]

@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from toolq import keys
-from toolq.arq_link import WakeableWorker, make_worker
+from toolq.arq_link import StalledPickups, WakeableWorker, make_worker
 from toolq.jobstore import JobStore
 from toolq.leases import Leases
 from worker.formats import get_format
@@ -63,6 +63,8 @@ def create_worker(
     model = settings.model_name or engine.name
     worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
     holder: dict[str, WorkerState] = {}
+    # One job per slot: a job that runs its tools leaves its slot to another job meanwhile.
+    max_jobs = settings.max_jobs if settings.max_jobs is not None else engine.stats().slots
 
     async def startup(redis: Any) -> None:
         registry = load_tool_modules(settings.tool_modules)
@@ -73,9 +75,11 @@ def create_worker(
             loop=build_loop(settings, engine, registry),
             store=store,
             leases=Leases(redis),
+            pickups=StalledPickups(redis),
             registry=registry,
             model=model,
             worker_id=worker_id,
+            max_jobs=max_jobs,
         )
         holder["state"] = state
         state.background.append(asyncio.create_task(heartbeat(state)))
@@ -107,8 +111,8 @@ def create_worker(
         run=run,
         on_startup=startup,
         on_shutdown=shutdown,
-        max_jobs=settings.max_jobs,
-        job_timeout_s=settings.job_timeout_cap_s + 60,  # a job's own deadline stops it; the queue's is a backstop
+        max_jobs=max_jobs,
+        job_timeout_s=settings.queue_timeout_s,
         poll_delay_s=settings.poll_delay_s,
         wake=settings.wake_on_enqueue,
         shutdown_grace_s=settings.shutdown_grace_s,

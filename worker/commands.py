@@ -29,7 +29,10 @@ def register(subparsers: Any) -> None:
     w.add_argument("--template", help="chat template file in chat_templates/, a path, or 'gguf'")
     w.add_argument("--format", help="tool-call format (default hermes)")
     w.add_argument("--tools", action="append", help="module whose @tool functions to serve (repeatable)")
-    w.add_argument("--max-jobs", type=int)
+    w.add_argument(
+        "--slots", type=int, help="sequences decoded together in one context (default 4 on a CPU, 16 with --gpu)"
+    )
+    w.add_argument("--max-jobs", type=int, help="jobs run at once (default: the slot count)")
     w.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     w.add_argument(
         "--engine",
@@ -77,6 +80,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "chat_template": args.template,
             "tool_format": args.format,
             "max_jobs": args.max_jobs,
+            "slots": args.slots,
             "tool_modules": args.tools or None,
             "metrics_port": args.metrics_port,
         }.items()

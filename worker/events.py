@@ -36,9 +36,11 @@ class EventLog:
             lease_ms=self.lease_ms,
         )
 
-    async def tool_call(self, call: ToolCall, iteration: int) -> int:
+    async def tool_call(self, call: ToolCall, iteration: int, *, checkpoint: dict[str, Any] | None = None) -> int:
         return await self._emit(
-            EventType.tool_call, {"id": call.id, "name": call.name, "arguments": call.arguments, "iteration": iteration}
+            EventType.tool_call,
+            {"id": call.id, "name": call.name, "arguments": call.arguments, "iteration": iteration},
+            checkpoint=checkpoint,
         )
 
     async def tool_result(

@@ -46,6 +46,9 @@ class GenerationRequest:
     stop_event: threading.Event = field(default_factory=threading.Event)
     # Called from the generation thread with each piece of decoded text.
     on_text: Callable[[str], None] | None = None
+    # Called from the generation thread with all the text so far after each token; True ends
+    # the generation there with stop reason "stop" (the loop stops a turn that repeats a call).
+    stop_check: Callable[[str], bool] | None = None
 
 
 @dataclass
@@ -63,6 +66,22 @@ class GenerationResult:
         return self.completion_tokens / (self.decode_ms / 1000) if self.decode_ms > 0 else 0.0
 
 
+@dataclass
+class EngineStats:
+    """An engine's slots and counters since start; the worker's metrics turn them into rates."""
+
+    slots: int = 0
+    busy: int = 0
+    waiting: int = 0
+    steps: int = 0
+    batch_tokens: int = 0  # tokens decoded, prompt and generated
+    batch_sequences: int = 0  # sequences in each step, summed (batch_sequences / steps = mean batch size)
+    prefill_tokens: int = 0
+    decode_tokens: int = 0
+    prefill_s: float = 0.0  # time in steps that carried prompt tokens
+    decode_s: float = 0.0  # time in steps that carried only generated tokens
+
+
 class Engine(Protocol):
     """What the loop needs of an engine."""
 
@@ -70,6 +89,8 @@ class Engine(Protocol):
     n_ctx: int
 
     async def generate(self, request: GenerationRequest) -> GenerationResult: ...
+
+    def stats(self) -> EngineStats: ...
 
     def close(self) -> None: ...
 

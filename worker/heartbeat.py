@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 from contextlib import suppress
 
 import structlog
@@ -19,6 +20,8 @@ from worker.state import WorkerState
 log = structlog.get_logger("toolq.worker")
 
 PRUNE_EVERY = 20  # beats between sweeps of the registry for workers that died without saying goodbye
+UNSTALL_EVERY = 4  # beats between looks for jobs a lost worker took from the queue but never started
+STALL_MS = 10_000  # a pickup is a few milliseconds: one that has not started after this, never will
 
 
 async def heartbeat(state: WorkerState) -> None:
@@ -43,6 +46,8 @@ async def heartbeat(state: WorkerState) -> None:
 
 async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None:
     s, redis = state.settings, state.store.redis
+    stats = state.engine.stats()
+    rates = state.engine_watch.update(stats, time.monotonic())
     await registry.register(
         redis,
         WorkerInfo(
@@ -53,9 +58,14 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
             heartbeat_ms=now_ms(),
             busy=len(state.running),
             jobs_done=state.jobs_done,
-            max_jobs=s.max_jobs,
+            max_jobs=state.max_jobs,
             host=socket.gethostname(),
             pid=os.getpid(),
+            slots=stats.slots,
+            slots_busy=stats.busy,
+            batch_size=round(rates.batch_size, 2),
+            prefill_tps=round(rates.prefill_tps, 1),
+            decode_tps=round(rates.decode_tps, 1),
         ),
         ttl_ms,
     )
@@ -71,6 +81,12 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
     for job_id, attempt in await state.leases.claim_expired(state.model, grace_ms=s.lease_ms * 3):
         log.warning("resuming job of a lost worker", job_id=job_id, attempt=attempt)
         await arq_link.enqueue_attempt(redis, job_id, state.model, attempt)
+    if state.pickups is not None and state.beats % UNSTALL_EVERY == 0:
+        # a job taken by a worker that died before starting it (so before it took a lease)
+        released = await state.pickups.release(state.model, job_timeout_s=s.queue_timeout_s, stall_ms=STALL_MS)
+        for arq_id in released:
+            log.warning("releasing a job a lost worker took but never started", arq_id=arq_id)
+            await arq_link.wake(redis, state.model, arq_id)
 
 
 async def deregister(state: WorkerState) -> None:

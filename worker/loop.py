@@ -11,6 +11,7 @@ Rules (each has a test in tests/unit/test_loop.py):
 - unreadable call, unknown tool, invalid arguments, or a call cut off by max_tokens: the model is
   told exactly what was wrong in a tool response and asked to call again; it costs a round.
 - the same call (name and arguments) again: not executed; the model is pointed at the result.
+  Within one turn, generation stops as soon as a call is written a second time.
 - after max_iterations rounds with tools, one last round without tools gives the answer, with
   finish_reason ``max_iterations``.
 - tool_choice ``required`` or a named tool constrains the first round of the job to a call (a
@@ -23,7 +24,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,7 +41,7 @@ _GRAMMAR_CACHE = 256  # distinct (tool set, mode) grammars kept
 
 
 class EventSink(Protocol):
-    async def tool_call(self, call: ToolCall, iteration: int) -> Any: ...
+    async def tool_call(self, call: ToolCall, iteration: int, *, checkpoint: dict[str, Any] | None = None) -> Any: ...
 
     async def tool_result(
         self,
@@ -184,10 +185,11 @@ class ConversationLoop:
         names = {t["function"]["name"] for t in all_tools}
         forced_first = request.tool_choice == "required" or request.forced_tool() is not None
 
-        # A resumed job may stop between two calls of one turn: finish that turn first.
+        # A resumed job may have stopped while calls of its last turn were running: finish that
+        # turn first, without running them again (their effects may already have happened).
         pending = _unanswered_calls(state.messages) if state.iterations else []
         if pending:
-            await self._run_calls(pending, names, sink, state)
+            await self._interrupted_calls(pending, sink, state)
 
         while True:
             if state.iterations >= request.max_iterations and state.messages[-1].role == "tool":
@@ -254,6 +256,7 @@ class ConversationLoop:
                 grammar_trigger=trigger,
                 stop_event=stop_event,
                 on_text=sink.push_text if request.stream_tokens else None,
+                stop_check=self._repeat_check({t["function"]["name"] for t in tools}) if tools else None,
             )
         )
         state.usage.add(
@@ -276,6 +279,26 @@ class ConversationLoop:
         if gen.stop_reason == "aborted":
             raise Aborted()
         return gen
+
+    def _repeat_check(self, names: set[str]) -> Callable[[str], bool]:
+        """Stop a turn as soon as it holds the same call (name and arguments) twice.
+
+        Small models repeat a call until max_tokens, and the repeats are dropped anyway
+        (``_without_repeats``), so every token after the second copy is wasted decode time. The
+        text is parsed again only when its newest piece can close a call (``}``, ``>`` or ``]``).
+        """
+        fmt = self.fmt
+        seen = 0
+
+        def check(text: str) -> bool:
+            nonlocal seen
+            tail, seen = text[seen:], len(text)
+            if not any(ch in tail for ch in "}>]"):
+                return False
+            calls = fmt.parse(text, names).tool_calls
+            return len(_without_repeats(calls)) < len(calls)
+
+        return check
 
     def _grammar(self, tools: list[ToolDefinition], required: bool, parallel: bool) -> tuple[str | None, str | None]:
         """(grammar, lazy trigger). Required: the whole output is calls. Auto: free text, and a
@@ -306,10 +329,32 @@ class ConversationLoop:
             + ". Write the call again as valid JSON inside <tool_call></tool_call>, or answer without a tool."
         )
 
+    async def _interrupted_calls(self, calls: Sequence[ToolCall], sink: EventSink, state: LoopState) -> None:
+        """Calls that an earlier attempt started but never recorded a result for: at most once."""
+        for call in calls:
+            text = (
+                f"The call to {call.name} was interrupted before its result was recorded (the worker running "
+                "it stopped), so it may or may not have taken effect. Check before relying on it, and call "
+                "it again only if doing it twice is safe."
+            )
+            state.messages.append(Message(role="tool", tool_call_id=call.id, name=call.name, content=text))
+            log.warning("tool call interrupted by a lost attempt; not run again", tool=call.name)
+            await sink.tool_result(
+                call,
+                ok=False,
+                content="",
+                error=text,
+                duration_ms=0.0,
+                executed=False,
+                checkpoint=state.checkpoint(),
+            )
+
     async def _run_calls(self, calls: Sequence[ToolCall], names: set[str], sink: EventSink, state: LoopState) -> None:
         earlier = _earlier_results(state.messages)
-        for call in calls:
-            await sink.tool_call(call, state.iterations)
+        for i, call in enumerate(calls):
+            # The first announcement checkpoints the turn with its calls, so a job resumed while
+            # they run knows they started and does not run them a second time.
+            await sink.tool_call(call, state.iterations, checkpoint=state.checkpoint() if i == 0 else None)
 
         async def one(call: ToolCall) -> tuple[ToolCall, ToolOutcome, bool]:
             structlog.contextvars.bind_contextvars(tool=call.name)  # this task's context only

@@ -24,7 +24,7 @@ def load(settings: WorkerSettings, engine: str = "llama", script: str | None = N
         if not script:
             raise CommandError("--engine scripted needs --script FILE")
         try:
-            return ScriptedEngine.from_file(script, name=settings.model_name or "scripted")
+            return ScriptedEngine.from_file(script, name=settings.model_name or "scripted", slots=settings.engine_slots)
         except OSError as e:
             raise CommandError(f"cannot read the script {script}: {e.strerror or e}") from None
         except (ValueError, KeyError, TypeError) as e:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram, start_http_server
+from collections import deque
+from dataclasses import dataclass
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from toolq.protocol import JobResult
+from worker.generation import EngineStats
 
 JOBS = Counter("toolq_worker_jobs_total", "Jobs ended by this worker, by outcome", ["outcome"])
 PROMPT_TOKENS = Counter("toolq_worker_prompt_tokens_total", "Prompt tokens (cached ones included)")
@@ -14,6 +18,18 @@ ITERATIONS = Histogram("toolq_worker_iterations", "Generation rounds per job", b
 GENERATE_SECONDS = Histogram("toolq_worker_generate_seconds", "Time in the model per job")
 TOOL_CALLS = Counter("toolq_worker_tool_calls_total", "Tool calls, by tool and result", ["tool", "ok"])
 TOOL_SECONDS = Histogram("toolq_worker_tool_seconds", "Tool execution time", ["tool"])
+
+SLOTS = Gauge("toolq_worker_slots", "Sequences the engine decodes together in one context")
+SLOTS_BUSY = Gauge("toolq_worker_slots_busy", "Sequences generating now")
+STEPS = Counter("toolq_worker_decode_steps_total", "llama_decode steps (each one batch)")
+BATCH_SEQUENCES = Counter(
+    "toolq_worker_batch_sequences_total", "Sequences in each decode step, summed: divided by steps, the mean batch size"
+)
+PREFILL_TOKENS = Counter("toolq_worker_prefill_tokens_total", "Prompt tokens evaluated")
+DECODE_TOKENS = Counter("toolq_worker_decode_tokens_total", "Tokens generated")
+BATCH_SIZE = Gauge("toolq_worker_batch_size", "Mean sequences per decode step over the last few seconds")
+PREFILL_TPS = Gauge("toolq_worker_prefill_tokens_per_second", "Prompt tokens evaluated per second, last few seconds")
+DECODE_TPS = Gauge("toolq_worker_decode_tokens_per_second", "Tokens generated per second, last few seconds")
 
 
 def observe_result(outcome: str, result: JobResult) -> None:
@@ -29,6 +45,50 @@ def observe_result(outcome: str, result: JobResult) -> None:
 def observe_tool(tool: str, ok: bool, duration_ms: float) -> None:
     TOOL_CALLS.labels(tool, "true" if ok else "false").inc()
     TOOL_SECONDS.labels(tool).observe(duration_ms / 1000)
+
+
+@dataclass(frozen=True)
+class EngineRates:
+    batch_size: float = 0.0
+    prefill_tps: float = 0.0
+    decode_tps: float = 0.0
+
+
+class EngineWatch:
+    """Turns an engine's counters into the Prometheus metrics and rates over a sliding window.
+
+    The heartbeat calls ``update`` every beat; the rates go into the worker's registry entry too.
+    """
+
+    def __init__(self, window_s: float = 5.0):
+        self.window_s = window_s
+        self._samples: deque[tuple[float, int, int, int, int]] = deque()
+
+    def update(self, stats: EngineStats, now: float) -> EngineRates:
+        sample = (now, stats.steps, stats.batch_sequences, stats.prefill_tokens, stats.decode_tokens)
+        if self._samples:
+            _, steps, seqs, prefill, decode = self._samples[-1]
+            STEPS.inc(sample[1] - steps)
+            BATCH_SEQUENCES.inc(sample[2] - seqs)
+            PREFILL_TOKENS.inc(sample[3] - prefill)
+            DECODE_TOKENS.inc(sample[4] - decode)
+        self._samples.append(sample)
+        while len(self._samples) > 2 and now - self._samples[1][0] >= self.window_s:
+            self._samples.popleft()
+        first = self._samples[0]
+        span = now - first[0]
+        steps = sample[1] - first[1]
+        rates = EngineRates(
+            batch_size=(sample[2] - first[2]) / steps if steps else 0.0,
+            prefill_tps=(sample[3] - first[3]) / span if span > 0 else 0.0,
+            decode_tps=(sample[4] - first[4]) / span if span > 0 else 0.0,
+        )
+        SLOTS.set(stats.slots)
+        SLOTS_BUSY.set(stats.busy)
+        BATCH_SIZE.set(rates.batch_size)
+        PREFILL_TPS.set(rates.prefill_tps)
+        DECODE_TPS.set(rates.decode_tps)
+        return rates
 
 
 def serve_metrics(port: int) -> None:

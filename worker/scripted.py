@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.generation import ContextLengthExceeded, GenerationRequest, GenerationResult, StopReason, generate_in_thread
+from worker.generation import (
+    ContextLengthExceeded,
+    EngineStats,
+    GenerationRequest,
+    GenerationResult,
+    StopReason,
+    generate_in_thread,
+)
 
 Reply = str | Callable[[str], str]
 
@@ -37,6 +45,7 @@ class ScriptedEngine:
         name: str = "scripted",
         n_ctx: int = 1 << 20,
         chars_per_token: int = 4,
+        slots: int = 1,
     ):
         self.name = name
         self.n_ctx = n_ctx
@@ -49,7 +58,10 @@ class ScriptedEngine:
         self.bos_token = ""
         self.eos_token = ""
         self.metadata: dict[str, str] = {}
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scripted")
+        # One thread per slot: like LlamaEngine, up to ``slots`` generations run at once.
+        self._executor = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="scripted")
+        self._stats = EngineStats(slots=slots)
+        self._lock = threading.Lock()
 
     @classmethod
     def from_file(cls, path: str | Path, **kw: Any) -> ScriptedEngine:
@@ -58,7 +70,14 @@ class ScriptedEngine:
         rules = [Rule(r["when"], r["reply"]) for r in data["rules"]]
         return cls(rules, token_delay_s=float(data.get("token_delay_s", 0.0)), **kw)
 
+    def stats(self) -> EngineStats:
+        return self._stats
+
     def _pick(self, prompt: str) -> str:
+        with self._lock:
+            return self._pick_locked(prompt)
+
+    def _pick_locked(self, prompt: str) -> str:
         if self._rules:
             for rule in self._rules:
                 if re.search(rule.when, prompt):
@@ -79,6 +98,15 @@ class ScriptedEngine:
         if n_prompt >= self.n_ctx:
             raise ContextLengthExceeded(n_prompt, self.n_ctx)
         reply = self._pick(prompt)
+        with self._lock:
+            self._stats.busy += 1
+        try:
+            return self._emit(req, reply, n_prompt)
+        finally:
+            with self._lock:
+                self._stats.busy -= 1
+
+    def _emit(self, req: GenerationRequest, reply: str, n_prompt: int) -> GenerationResult:
         t0 = time.perf_counter()
         pieces = [reply[i : i + self.chars_per_token] for i in range(0, len(reply), self.chars_per_token)]
         out: list[str] = []
@@ -93,6 +121,8 @@ class ScriptedEngine:
             if self.token_delay_s:
                 time.sleep(self.token_delay_s)
             out.append(piece)
+            if req.stop_check is not None and req.stop_check("".join(out)):
+                break
             if req.on_text:
                 req.on_text(piece)
         text = "".join(out)

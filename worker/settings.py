@@ -34,7 +34,16 @@ class WorkerSettings(BaseSettings):
     # The model
     model_path: Path | None = None  # default: the bundled SmolLM2 file
     model_name: str | None = None  # default: the file's stem; names the queue
-    n_ctx: int = Field(default=4096, ge=256)
+    n_ctx: int = Field(default=4096, ge=256)  # per slot: what one generation may hold, prompt and reply
+    # Sequences decoded together in one llama.cpp context (continuous batching). Default: 4 on a
+    # CPU, where llama.cpp's batched decoding gains little past 4 sequences (llama-batched-bench
+    # on 2 cores: 76 / 109 / 134 / 155 tok/s at 1 / 2 / 4 / 8) and each slot costs KV memory and
+    # step time; 16 with a GPU, where a step over 16 sequences costs about what one does.
+    slots: int | None = Field(default=None, ge=1, le=256)  # None: that default (see engine_slots)
+    # Prompt tokens one decode step takes while other slots are generating: a step's time bounds
+    # how long every generating slot waits for its next token and how fast a cancel lands. On a
+    # CPU a step costs about 10 ms a token, so the default is 32 there; a GPU takes n_batch.
+    prefill_chunk: int | None = Field(default=None, ge=1)
     n_batch: int = Field(default=256, ge=8)
     n_threads: int | None = None  # default: all cores (llama-cpp-python's default is half)
     n_gpu_layers: int = 0  # `toolq worker --gpu N` sets -1 (all layers)
@@ -50,7 +59,7 @@ class WorkerSettings(BaseSettings):
     tool_timeout_s: float = Field(default=30.0, gt=0)
 
     # Jobs
-    max_jobs: int = Field(default=1, ge=1)
+    max_jobs: int | None = Field(default=None, ge=1)  # None: one job per slot of the engine
     job_timeout_s: float = Field(default=300.0, gt=0)  # default per job
     job_timeout_cap_s: float = Field(default=3600.0, gt=0)  # what a job may ask for at most
     lease_ms: int = Field(default=2000, ge=200)
@@ -69,6 +78,23 @@ class WorkerSettings(BaseSettings):
         if self.model_name is None and self.model_path is not None:
             self.model_name = Path(self.model_path).stem
         return self
+
+    @property
+    def queue_timeout_s(self) -> float:
+        """arq's timeout for a job: only a backstop, since a job's own deadline stops it first."""
+        return self.job_timeout_cap_s + 60
+
+    @property
+    def engine_prefill_chunk(self) -> int:
+        if self.prefill_chunk is not None:
+            return self.prefill_chunk
+        return self.n_batch if (self.gpu is not None or self.n_gpu_layers != 0) else 32
+
+    @property
+    def engine_slots(self) -> int:
+        if self.slots is not None:
+            return self.slots
+        return 16 if (self.gpu is not None or self.n_gpu_layers != 0) else 4
 
     def template_path(self) -> Path | None:
         """The template file, or None when the model's own (GGUF) template is asked for."""

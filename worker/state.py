@@ -6,10 +6,12 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 
+from toolq.arq_link import StalledPickups
 from toolq.jobstore import JobStore
 from toolq.leases import Leases
 from worker.generation import Engine
 from worker.loop import ConversationLoop
+from worker.metrics import EngineWatch
 from worker.settings import WorkerSettings
 from worker.tools import ToolRegistry
 
@@ -44,7 +46,10 @@ class WorkerState:
     registry: ToolRegistry
     model: str
     worker_id: str
+    max_jobs: int
     running: dict[str, RunningJob] = field(default_factory=dict)
     jobs_done: int = 0
     beats: int = 0
     background: list[asyncio.Task] = field(default_factory=list)
+    engine_watch: EngineWatch = field(default_factory=EngineWatch)
+    pickups: StalledPickups | None = None  # set at startup, with the Redis client

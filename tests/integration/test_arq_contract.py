@@ -120,6 +120,9 @@ def test_the_poll_hook_toolq_overrides_is_arqs():
         assert hasattr(worker, attr), attr
     assert (worker.queue_name, worker.health_check_key, worker.max_jobs) == (keys.queue("m"), keys.health("w1"), 2)
     assert worker.wake_key == keys.wake("m")
+    # the in-progress mark a pickup sets, which toolq/lua/unstall.lua reads the age of
+    assert int(worker.in_progress_timeout_s * 1000) == arq_link.in_progress_mark_ms(60)
+    assert "psetex(in_progress_key, int(self.in_progress_timeout_s * 1000)" in inspect.getsource(Worker.start_jobs)
 
 
 async def test_a_job_enqueued_by_a_plain_arq_client_runs(store, redis_url):

@@ -61,7 +61,7 @@ async def test_seq_is_contiguous_and_exactly_one_terminal(store):
 
 async def test_attempt_fencing_refuses_a_superseded_worker(store):
     job_id, _ = await store.submit(_request(), model="m")
-    await store.emit(job_id, EventType.started, attempt=1, status=JobStatus.running, lease_ms=-10_000)
+    await store.emit(job_id, EventType.started, attempt=1, status=JobStatus.running, lease_ms=-1)
     leases = Leases(store.redis)
     claimed = await leases.claim_expired("m", grace_ms=5000)
     assert claimed == [(job_id, 2)]
@@ -122,3 +122,26 @@ async def test_unknown_job_is_not_found(store):
         await store.status("job_nope")
     with pytest.raises(JobEnded, match="no such job"):
         await store.emit("job_nope", EventType.started)
+
+
+async def test_after_a_redis_restart_leases_from_before_it_are_left_to_their_workers():
+    """Leases restored from the AOF all ran out while Redis was down; live workers get to renew
+    theirs first, and only a lease set (and let lapse) since the start is claimed at once."""
+    from tests.support.redis_server import RedisServer
+
+    server = RedisServer()
+    await asyncio.to_thread(server.start)
+    store = JobStore.from_url(server.url + "/0")
+    try:
+        leases = Leases(store.redis)
+        old, _ = await store.submit(JobRequest(messages=[Message(role="user", content="a")]), model="m")
+        new, _ = await store.submit(JobRequest(messages=[Message(role="user", content="b")]), model="m")
+        now_ms = int((await store.redis.time())[0]) * 1000
+        # a deadline from before this Redis started (as if restored), and one since then
+        await store.redis.zadd(keys.LEASES, {old: now_ms - 60_000, new: now_ms - 1})
+        claimed = await leases.claim_expired("m", grace_ms=1000, settle_ms=60_000)
+        assert [job for job, _ in claimed] == [new]
+        assert [job for job, _ in await leases.claim_expired("m", grace_ms=1000, settle_ms=0)] == [old]
+    finally:
+        await store.close()
+        await asyncio.to_thread(server.stop)

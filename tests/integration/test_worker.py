@@ -158,7 +158,8 @@ async def test_a_live_worker_that_lost_its_lease_stands_down_and_the_job_resumes
         async for ev in store.follow(job_id):
             if ev.type == EventType.started:
                 break
-        await store.redis.zadd(keys.LEASES, {job_id: 1})
+        # a lease that ran out just now (one from before Redis started would be left to settle)
+        await store.redis.zadd(keys.LEASES, {job_id: int((await store.redis.time())[0]) * 1000 - 1})
         [(claimed, attempt)] = await Leases(store.redis).claim_expired("scripted", grace_ms=5000)
         assert (claimed, attempt) == (job_id, 2)
         await arq_link.enqueue_attempt(store.redis, job_id, "scripted", attempt)
@@ -291,3 +292,33 @@ def test_worker_survives_a_redis_restart(own_redis):
         assert evs[-1].type == EventType.final and evs[-1].data["content"] == "still here"
     finally:
         worker.stop()
+
+
+def test_a_job_a_lost_worker_took_but_never_started_runs_again(redis_url):
+    """arq marks a job in progress when a worker takes it; a worker killed before `started` leaves
+    that mark for an hour. A live worker releases it and the job runs."""
+    from arq.constants import in_progress_key_prefix
+
+    async def submit() -> str:
+        s = JobStore.from_url(redis_url)
+        try:
+            return (await s.submit(req("go", tool_choice="none"), model="stalled"))[0]
+        finally:
+            await s.close()
+
+    job_id = asyncio.run(submit())
+    r = sync_redis.Redis.from_url(redis_url)
+    mark = in_progress_key_prefix + arq_link.arq_job_id(job_id, 1)
+    full = arq_link.in_progress_mark_ms(WorkerSettings().queue_timeout_s)
+    r.psetex(mark, full - 15_000, b"1")  # taken 15 s ago by a worker that then died
+    w = WorkerProcess(redis_url, script=write_rules([("", "done")]), name="stalled").wait_ready()
+    try:
+        t0 = time.monotonic()
+        evs = _follow_sync(redis_url, job_id)
+        assert evs[-1].type == EventType.final and [
+            e.data.get("attempt") for e in evs if e.type == EventType.started
+        ] == [1]
+        assert time.monotonic() - t0 < 10
+        assert "releasing a job a lost worker took but never started" in w.output()
+    finally:
+        w.stop()

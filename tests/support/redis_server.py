@@ -4,6 +4,7 @@ benchmarks, which import it from here (never from the tests' conftest)."""
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -12,11 +13,18 @@ from toolq.local import free_port, redis_answers
 
 
 class RedisServer:
-    """A redis-server we started ourselves: tests may stop and restart it."""
+    """A redis-server we started ourselves: tests may stop and restart it.
 
-    def __init__(self, port: int | None = None):
+    With ``appendfsync`` ("always" or "everysec") the server keeps an append-only file in ``dir``,
+    so a restart on the same port finds its data again; without it nothing is persisted.
+    """
+
+    def __init__(self, port: int | None = None, *, appendfsync: str | None = None):
+        if appendfsync not in (None, "always", "everysec"):
+            raise ValueError(f"appendfsync must be 'always' or 'everysec', not {appendfsync!r}")
         self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="toolq-redis-")
+        self.appendfsync = appendfsync
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -36,8 +44,7 @@ class RedisServer:
                 "127.0.0.1",
                 "--save",
                 "",
-                "--appendonly",
-                "no",
+                *self._aof_args(),
                 "--dir",
                 self.dir,
                 "--databases",
@@ -52,8 +59,25 @@ class RedisServer:
                 raise RuntimeError(f"redis-server did not start on port {self.port}")
             time.sleep(0.02)
 
+    def _aof_args(self) -> list[str]:
+        if self.appendfsync is None:
+            return ["--appendonly", "no"]
+        return ["--appendonly", "yes", "--appendfsync", self.appendfsync]
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(10)
         self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: nothing is flushed that was not flushed already."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+
+    def remove(self) -> None:
+        """Stop the server and delete its folder."""
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -7,6 +7,7 @@ import asyncio
 import os
 
 import redis
+import structlog
 
 from worker.tools import tool
 
@@ -27,3 +28,11 @@ async def nap(seconds: float) -> str:
     """Sleeps, then answers."""
     await asyncio.sleep(seconds)
     return "rested"
+
+
+@tool
+async def counted_zorbix(zorb: int, bix: int) -> int:
+    """Calculates the zorbix of two numbers, and counts its runs per job in Redis."""
+    job_id = structlog.contextvars.get_contextvars().get("job_id", "unknown")  # bound by worker/jobrun.py
+    await asyncio.to_thread(_redis().incr, f"test:ran:zorbix:{job_id}")
+    return zorb + bix

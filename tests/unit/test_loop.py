@@ -31,9 +31,12 @@ class Sink:
         self.events: list[tuple[str, Any]] = []
         self.text: list[str] = []
         self.checkpoints: list[dict] = []
+        self.call_checkpoints: list[dict] = []  # taken when a turn's calls are announced
 
-    async def tool_call(self, call: ToolCall, iteration: int) -> None:
+    async def tool_call(self, call: ToolCall, iteration: int, *, checkpoint=None) -> None:
         self.events.append(("tool_call", (call.name, call.arguments, iteration)))
+        if checkpoint is not None:
+            self.call_checkpoints.append(checkpoint)
 
     async def tool_result(self, call: ToolCall, *, ok, content, error, duration_ms, executed, checkpoint) -> None:
         self.events.append(("tool_result", (call.name, ok, content, error, executed)))
@@ -117,6 +120,8 @@ async def test_tool_call_then_answer(registry):
     assert "<tool_response>\n5\n</tool_response>" in engine.prompts[1]
     # the checkpoint written with the result holds the whole turn
     assert [m["role"] for m in sink.checkpoints[0]["messages"]] == ["user", "assistant", "tool"]
+    # and the one written when the calls were announced holds the turn's calls, without results
+    assert [m["role"] for m in sink.call_checkpoints[0]["messages"]] == ["user", "assistant"]
 
 
 async def test_calls_of_one_turn_run_concurrently(registry):
@@ -264,7 +269,7 @@ async def test_unknown_job_tool_names_raise_key_error(registry):
         await loop.run(req(tools=["add", "missing"]), Sink())
 
 
-async def test_resume_runs_only_the_unanswered_calls(registry):
+async def test_resume_does_not_run_again_a_call_an_earlier_attempt_started(registry):
     loop, _ = make_loop(registry, ["All done."])
     a = ToolCall(function={"name": "add", "arguments": {"a": 1, "b": 2}})
     b = ToolCall(function={"name": "add", "arguments": {"a": 5, "b": 5}})
@@ -278,7 +283,10 @@ async def test_resume_runs_only_the_unanswered_calls(registry):
     )
     sink = Sink()
     out = await loop.run(req(), sink, state=LoopState.from_checkpoint(state.checkpoint()))
-    assert registry.ran == [("add", 5, 5)]
+    assert registry.ran == []  # at most once: b may have run before the attempt was lost
+    (name, ok, _, error, executed) = sink.events[0][1]
+    assert (sink.events[0][0], name, ok, executed) == ("tool_result", "add", False, False)
+    assert "interrupted before its result was recorded" in error
     assert out.content == "All done." and out.state.iterations == 2
 
 

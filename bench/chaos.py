@@ -1,0 +1,589 @@
+"""Chaos soak: tool-calling jobs over several worker processes while workers are SIGKILLed and
+Redis is restarted, then a check of every job's event stream.
+
+What runs:
+- a private redis-server on a free port of 127.0.0.1, in a temporary folder, with the
+  append-only file on and ``appendfsync always`` by default: Redis answers a write only once it
+  is on disk, so a job whose submission was acknowledged must survive a crash of Redis itself,
+  and a job that goes missing is toolq's fault, not the configuration's. With ``everysec`` a
+  crash may drop up to a second of acknowledged writes, and "no job lost" would not be a fair
+  claim after a SIGKILL of Redis (``--appendfsync everysec --redis-stop term`` is the fair pairing);
+- ``--workers`` worker processes with the scripted engine (tests/support/workers.py), serving
+  the one tool of tests/support/chaos_tools.py, which counts its executions in Redis;
+- jobs submitted at a steady rate through JobStore.submit, each with an idempotency key, so a
+  submission that fails while Redis is down is retried without ever making a second job;
+- every ``--kill-every-s`` (jittered) a random worker is SIGKILLed and a new one started;
+- once, when half the jobs are submitted, Redis is stopped (SIGKILL by default), left down for
+  ``--redis-down-s`` and started again on the same port and folder.
+
+Each job's user message carries a marker of its own; the scripted model answers the first round
+with one call of ``chaos_probe(marker)`` and the round after the tool's result with an answer.
+
+When every job has been submitted the kills stop and the soak waits (bounded) for every job to
+end. Then it reads each job's stream and prints jobs submitted, jobs ended by terminal type, jobs
+lost (no terminal event), jobs whose stream holds other than one terminal event, tools that ran
+more than once, seq gaps, the kills and the Redis restart. It exits 1 when any of those four
+counts, or the count of jobs created twice, is not 0.
+
+Every process it starts (workers, redis-server) is stopped on the way out, on Ctrl-C too.
+
+Run: .venv/bin/python bench/chaos.py [--jobs 300] [--workers 3] [--kill-every-s 3] [--seed 1]
+     .venv/bin/python bench/chaos.py --short      (about 40 jobs, one kill, one Redis restart)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import re
+import signal
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from tests.support.chaos_tools import ran_key, runs_key
+from tests.support.redis_server import RedisServer
+from tests.support.workers import WorkerProcess, write_rules
+from toolq import keys
+from toolq.jobstore import JobStore
+from toolq.protocol import JobRequest, Message
+
+MODEL = "scripted"
+TERMINAL = ("final", "error", "cancelled")
+ANSWER = "The probe has answered, so here is the answer to your question, written out at some length."
+
+
+@dataclass
+class Options:
+    jobs: int = 300
+    workers: int = 3
+    kill_every_s: float = 3.0
+    seed: int = 1
+    max_kills: int | None = None  # None: kill every kill_every_s until every job is submitted
+    max_jobs: int = 4  # jobs one worker runs at once
+    submit_rate: float = 5.0  # jobs per second
+    redis_down_s: float = 2.0
+    redis_stop: str = "kill"  # kill (SIGKILL, a crash) or term (a clean shutdown)
+    appendfsync: str = "always"
+    tool_wait_ms: int = 50  # how long the tool waits after its side effect
+    token_delay_s: float = 0.004  # the scripted model's time per token (4 characters)
+    submit_retry_s: float = 60.0  # how long one submission is retried before it is given up
+    drain_timeout_s: float = 120.0  # how long to wait, after the last submission, for every job to end
+    keep_logs: bool = False
+
+
+def short_options(seed: int = 1) -> Options:
+    """The quick form for the test suite: 40 jobs, one kill, one Redis restart, well under a minute."""
+    return Options(
+        jobs=40,
+        workers=3,
+        kill_every_s=2.0,
+        seed=seed,
+        max_kills=1,
+        submit_rate=8.0,
+        redis_down_s=1.5,
+        drain_timeout_s=45.0,
+        submit_retry_s=30.0,
+    )
+
+
+@dataclass
+class Report:
+    options: Options
+    submitted: int = 0
+    not_acknowledged: int = 0  # submissions given up after submit_retry_s
+    submit_retries: int = 0
+    ended: Counter = field(default_factory=Counter)
+    error_codes: Counter = field(default_factory=Counter)
+    lost: list[str] = field(default_factory=list)
+    wrong_terminals: list[str] = field(default_factory=list)
+    tools_twice: list[str] = field(default_factory=list)
+    seq_gaps: list[str] = field(default_factory=list)
+    duplicate_jobs: int = 0
+    job_records: int = 0
+    resumed: int = 0
+    tool_never_ran: int = 0
+    tool_failed: int = 0
+    kills: list[float] = field(default_factory=list)
+    foreign_exits: list[str] = field(default_factory=list)  # worker exits the soak did not cause
+    redis_stopped_at: float | None = None
+    redis_down_for_s: float | None = None
+    redis_start_s: float | None = None  # from starting redis-server to its first PONG
+    aof_bytes: int = 0
+    drained: bool = False
+    elapsed_s: float = 0.0
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def failures(self) -> int:
+        return (
+            len(self.lost)
+            + len(self.wrong_terminals)
+            + len(self.tools_twice)
+            + len(self.seq_gaps)
+            + self.duplicate_jobs
+        )
+
+    def text(self) -> str:
+        o = self.options
+        ended = ", ".join(f"{t} {self.ended.get(t, 0)}" for t in TERMINAL)
+        if self.error_codes:
+            ended += " (" + ", ".join(f"{c} {n}" for c, n in sorted(self.error_codes.items())) + ")"
+        if self.redis_stopped_at is None:
+            restart = "not restarted"
+        else:
+            restart = (
+                f"{'SIGKILL' if o.redis_stop == 'kill' else 'SIGTERM'} at {self.redis_stopped_at:.1f} s, "
+                f"down {self.redis_down_for_s:.2f} s, start to first PONG {self.redis_start_s:.2f} s, "
+                f"AOF {self.aof_bytes / 1e6:.1f} MB"
+            )
+        kills = " ".join(f"{t:.1f}" for t in self.kills)
+        lines = [
+            f"chaos soak: {o.jobs} jobs, {o.workers} workers (max_jobs {o.max_jobs}), kill every ~{o.kill_every_s:g} s"
+            f"{f' (at most {o.max_kills})' if o.max_kills is not None else ''}, seed {o.seed}, "
+            f"redis appendfsync {o.appendfsync}, tool wait {o.tool_wait_ms} ms",
+            f"jobs submitted               {self.submitted}  (submits retried {self.submit_retries}, "
+            f"given up {self.not_acknowledged})",
+            f"jobs ended                   {ended}",
+            f"jobs lost                    {len(self.lost)}",
+            f"jobs with != 1 terminal      {len(self.wrong_terminals)}",
+            f"tools executed twice         {len(self.tools_twice)}",
+            f"seq gaps                     {len(self.seq_gaps)}",
+            f"jobs created twice           {self.duplicate_jobs}  ({self.job_records} job records)",
+            f"jobs resumed (attempt > 1)   {self.resumed}",
+            f"tool calls that never ran    {self.tool_never_ran}  (tool results not ok: {self.tool_failed})",
+            f"worker kills                 {len(self.kills)}  at s: {kills}",
+            f"redis restart                {restart}",
+            f"worker exits not ours        {len(self.foreign_exits)}",
+            f"all jobs ended in time       {'yes' if self.drained else 'NO'}",
+            f"elapsed                      {self.elapsed_s:.1f} s",
+        ]
+        lines += self.details + [f"  {x}" for x in self.foreign_exits]
+        lines.append("RESULT: " + ("ok" if self.failures == 0 else f"FAILED ({self.failures})"))
+        return "\n".join(lines)
+
+
+def marker_of(seed: int, i: int) -> str:
+    return f"cx{seed}n{i:05d}"
+
+
+def rules_for(markers: list[str], tool_wait_ms: int) -> list[tuple[str, str]]:
+    """The scripted model: after a tool result, the answer; before it, the job's one call."""
+    rules = [("<tool_response>\\n", ANSWER)]
+    for m in markers:
+        call = {
+            "name": "chaos_probe",
+            "arguments": {"marker": m, "wait_ms": tool_wait_ms},
+        }
+        rules.append((re.escape(f"[{m}]"), f"<tool_call>{json.dumps(call)}</tool_call>"))
+    return rules
+
+
+class Fleet:
+    """The worker processes: kill one, replace it, and notice any that exited on their own."""
+
+    def __init__(
+        self,
+        url: str,
+        n: int,
+        rules_path: str,
+        max_jobs: int,
+        report: Report,
+        t0: float,
+    ):
+        self.url, self.rules_path, self.max_jobs = url, rules_path, max_jobs
+        self.report, self.t0 = report, t0
+        self.procs: list[WorkerProcess] = []
+        self.retired: list[WorkerProcess] = []
+        self.last_start = [0.0] * n
+        for _ in range(n):
+            self.procs.append(self._spawn())
+
+    def _spawn(self) -> WorkerProcess:
+        return WorkerProcess(
+            self.url,
+            script=self.rules_path,
+            name=MODEL,
+            tools=("tests.support.chaos_tools",),
+            extra=("--max-jobs", str(self.max_jobs)),
+        )
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        for w in self.procs:
+            w.wait_ready(timeout)
+
+    def kill_one(self, rng: random.Random) -> None:
+        i = rng.randrange(len(self.procs))
+        w = self.procs[i]
+        w.kill()
+        self.report.kills.append(time.monotonic() - self.t0)
+        self.retired.append(w)
+        self.procs[i] = self._spawn()
+        self.last_start[i] = time.monotonic()
+
+    def check(self) -> None:
+        """Replace a worker that exited without being killed (at most once a second per slot)."""
+        for i, w in enumerate(self.procs):
+            if w.proc.poll() is None or time.monotonic() - self.last_start[i] < 1.0:
+                continue
+            out = w.output().strip().splitlines()
+            at = time.monotonic() - self.t0
+            self.report.foreign_exits.append(
+                f"worker pid {w.proc.pid} exited {w.proc.returncode} at {at:.1f} s: "
+                f"{out[-1] if out else '(no output)'}  [log {w.log.name}]"
+            )
+            self.retired.append(w)
+            self.procs[i] = self._spawn()
+            self.last_start[i] = time.monotonic()
+
+    def close(self, keep_logs: bool) -> list[str]:
+        """Kill what still runs; returns the logs kept (none unless ``keep_logs``)."""
+        kept = []
+        for w in self.procs + self.retired:
+            if w.proc.poll() is None:
+                w.kill()
+            w.log.close()
+            if keep_logs:
+                kept.append(w.log.name)
+            else:
+                Path(w.log.name).unlink(missing_ok=True)
+        return kept
+
+
+def job_request(marker: str) -> JobRequest:
+    return JobRequest(
+        messages=[
+            Message(
+                role="user",
+                content=f"Chaos job [{marker}]: run the probe, then answer.",
+            )
+        ],
+        tools=["chaos_probe"],
+        idempotency_key=marker,
+        max_tokens=256,
+    )
+
+
+async def submit_one(store: JobStore, marker: str, opts: Options, report: Report) -> str | None:
+    """Submit until acknowledged; the idempotency key makes a retry of a submission that did
+    land (its reply lost to the restart) return the same job."""
+    deadline = time.monotonic() + opts.submit_retry_s
+    while True:
+        try:
+            job_id, _ = await store.submit(job_request(marker), model=MODEL)
+            return job_id
+        except (RedisError, OSError):
+            report.submit_retries += 1
+            if time.monotonic() > deadline:
+                report.not_acknowledged += 1
+                return None
+            await asyncio.sleep(0.2)
+
+
+async def submit_all(
+    store: JobStore,
+    markers: list[str],
+    opts: Options,
+    report: Report,
+    jobs: dict[str, str],
+    half: asyncio.Event,
+) -> None:
+    t0 = time.monotonic()
+
+    async def one(i: int, m: str) -> None:
+        await asyncio.sleep(max(0.0, t0 + i / opts.submit_rate - time.monotonic()))
+        if i == len(markers) // 2:
+            half.set()
+        job_id = await submit_one(store, m, opts, report)
+        if job_id is not None:
+            jobs[m] = job_id
+
+    await asyncio.gather(*(one(i, m) for i, m in enumerate(markers)))
+    report.submitted = len(jobs)
+
+
+async def chaos(
+    fleet: Fleet,
+    server: RedisServer,
+    opts: Options,
+    report: Report,
+    rng: random.Random,
+    half: asyncio.Event,
+    calm: asyncio.Event,
+    t0: float,
+) -> None:
+    """Kill workers on a jittered schedule until ``calm`` is set, restart Redis once when ``half``
+    is set, and replace workers that exited on their own, until cancelled."""
+    next_kill = time.monotonic() + opts.kill_every_s * rng.uniform(0.5, 1.5)
+    restarted = False
+    while True:
+        await asyncio.sleep(0.1)
+        fleet.check()
+        now = time.monotonic()
+        may_kill = not calm.is_set() and (opts.max_kills is None or len(report.kills) < opts.max_kills)
+        if now >= next_kill and may_kill:
+            fleet.kill_one(rng)
+            next_kill = now + opts.kill_every_s * rng.uniform(0.5, 1.5)
+        if half.is_set() and not restarted:
+            restarted = True
+            stopped = time.monotonic()
+            report.redis_stopped_at = stopped - t0
+            server.kill() if opts.redis_stop == "kill" else server.stop()
+            await asyncio.sleep(opts.redis_down_s)
+            started = time.monotonic()
+            await asyncio.to_thread(server.start)  # returns once it answers PING
+            report.redis_start_s = time.monotonic() - started
+            report.redis_down_for_s = time.monotonic() - stopped
+
+
+async def wait_all_ended(r: aioredis.Redis, job_ids: list[str], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    pending = list(job_ids)
+    while pending and time.monotonic() < deadline:
+        try:
+            async with r.pipeline(transaction=False) as pipe:
+                for j in pending:
+                    pipe.hget(keys.job(j), "terminal")
+                flags = await pipe.execute()
+            pending = [j for j, f in zip(pending, flags, strict=True) if f != b"1"]
+        except (RedisError, OSError):
+            pass
+        if pending:
+            await asyncio.sleep(0.25)
+    return not pending
+
+
+async def verify(r: aioredis.Redis, jobs: dict[str, str], report: Report) -> None:
+    """Read every job's stream and its tool's execution count."""
+    for marker, job_id in sorted(jobs.items()):
+        raw = await r.xrange(keys.log(job_id))
+        events = [json.loads(fields[b"e"]) for _, fields in raw]
+        ids_ok = all(sid.decode() == f"{e['seq']}-0" for (sid, _), e in zip(raw, events, strict=True))
+        seqs = [e["seq"] for e in events]
+        types = [e["type"] for e in events]
+        if seqs != list(range(1, len(seqs) + 1)) or not ids_ok:
+            report.seq_gaps.append(job_id)
+            report.details.append(f"  seq gap in {job_id}: {seqs}")
+        terminals = [e for e in events if e["type"] in TERMINAL]
+        if not terminals:
+            report.lost.append(job_id)
+            rec = {k.decode(): v.decode() for k, v in (await r.hgetall(keys.job(job_id))).items()}
+            report.details.append(
+                f"  lost {job_id} [{marker}]: status {rec.get('status')}, attempt {rec.get('attempt')}, events {types}"
+            )
+        if len(terminals) != 1 or (terminals and events[-1] is not terminals[0]):
+            report.wrong_terminals.append(job_id)
+            if terminals:
+                report.details.append(f"  {len(terminals)} terminal events in {job_id}: {types}")
+        for t in terminals[:1]:
+            report.ended[t["type"]] += 1
+            if t["type"] == "error":
+                report.error_codes[t["data"].get("code", "?")] += 1
+        if sum(t == "started" for t in types) > 1:
+            report.resumed += 1
+        report.tool_failed += sum(1 for e in events if e["type"] == "tool_result" and not e["data"].get("ok"))
+        ran = int(await r.get(ran_key(marker)) or 0)
+        if ran == 0:
+            report.tool_never_ran += 1
+        if ran > 1:
+            report.tools_twice.append(job_id)
+            runs = [x.decode() for x in await r.lrange(runs_key(marker), 0, -1)]
+            report.details.append(f"  tool ran {ran} times in {job_id} [{marker}]: {runs}; events {types}")
+    records = 0
+    async for _ in r.scan_iter(match=keys.JOB_PREFIX + "*", count=1000):
+        records += 1
+    report.job_records = records
+    report.duplicate_jobs = max(0, records - report.submitted)
+
+
+async def soak(opts: Options, server: RedisServer, report: Report, t0: float) -> None:
+    rng = random.Random(opts.seed)
+    markers = [marker_of(opts.seed, i) for i in range(opts.jobs)]
+    rules_path = write_rules(rules_for(markers, opts.tool_wait_ms), token_delay_s=opts.token_delay_s)
+    fleet = Fleet(server.url, opts.workers, rules_path, opts.max_jobs, report, t0)
+    store = JobStore.from_url(server.url)
+    r = aioredis.Redis.from_url(server.url)
+    try:
+        fleet.wait_ready()
+        jobs: dict[str, str] = {}
+        half, calm = asyncio.Event(), asyncio.Event()
+        chaos_task = asyncio.create_task(chaos(fleet, server, opts, report, rng, half, calm, t0))
+        try:
+            await submit_all(store, markers, opts, report, jobs, half)
+            calm.set()  # no more kills: let every job end
+            report.drained = await wait_all_ended(r, list(jobs.values()), opts.drain_timeout_s)
+        finally:
+            chaos_task.cancel()
+            await asyncio.gather(chaos_task, return_exceptions=True)
+        # a restart still under way when the last job was submitted has finished by now, or failed
+        if server.proc is None:
+            await asyncio.to_thread(server.start)
+        await verify(r, jobs, report)
+        report.aof_bytes = await asyncio.to_thread(_aof_bytes, Path(server.dir))
+    finally:
+        await store.close()
+        await r.aclose()
+        kept = fleet.close(opts.keep_logs or report.failures > 0 or bool(report.foreign_exits))
+        if kept:
+            report.details.append("  worker logs kept: " + " ".join(kept))
+        await asyncio.to_thread(Path(rules_path).unlink, missing_ok=True)
+
+
+def _aof_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and "appendonly" in p.name)
+
+
+def run(opts: Options) -> Report:
+    """Run the soak and return its report; every process it started is gone when it returns."""
+    report = Report(options=opts)
+    server = RedisServer(appendfsync=opts.appendfsync)
+    t0 = time.monotonic()
+    try:
+        server.start()
+        asyncio.run(soak(opts, server, report, t0))
+    finally:
+        report.elapsed_s = time.monotonic() - t0
+        server.kill()
+        if opts.keep_logs or report.failures:
+            report.details.append(f"  redis folder kept (AOF): {server.dir}")
+        else:
+            server.remove()
+    return report
+
+
+def parse_args(argv: list[str] | None = None) -> Options:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
+    d = Options()
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help=f"jobs to submit (default {d.jobs}; --short: 40)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=d.workers,
+        help=f"worker processes (default {d.workers})",
+    )
+    p.add_argument(
+        "--kill-every-s",
+        type=float,
+        default=None,
+        help=f"mean seconds between worker kills (default {d.kill_every_s:g})",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=d.seed,
+        help="seed of the kill schedule and the job markers",
+    )
+    p.add_argument(
+        "--short",
+        action="store_true",
+        help="the quick form: 40 jobs, one kill, one Redis restart",
+    )
+    p.add_argument(
+        "--max-jobs",
+        type=int,
+        default=d.max_jobs,
+        help=f"jobs one worker runs at once ({d.max_jobs})",
+    )
+    p.add_argument(
+        "--submit-rate",
+        type=float,
+        default=None,
+        help=f"jobs submitted per second ({d.submit_rate:g})",
+    )
+    p.add_argument(
+        "--redis-down-s",
+        type=float,
+        default=None,
+        help=f"seconds Redis stays down ({d.redis_down_s:g})",
+    )
+    p.add_argument(
+        "--redis-stop",
+        choices=["kill", "term"],
+        default=d.redis_stop,
+        help="how Redis is stopped: kill (SIGKILL, a crash) or term (clean shutdown)",
+    )
+    p.add_argument(
+        "--appendfsync",
+        choices=["always", "everysec"],
+        default=d.appendfsync,
+        help="Redis AOF fsync policy (default always: see the module's docstring)",
+    )
+    p.add_argument(
+        "--tool-wait-ms",
+        type=int,
+        default=d.tool_wait_ms,
+        help=f"the tool's wait after its side effect ({d.tool_wait_ms})",
+    )
+    p.add_argument(
+        "--drain-timeout-s",
+        type=float,
+        default=None,
+        help=f"wait at most this long for every job to end ({d.drain_timeout_s:g})",
+    )
+    p.add_argument(
+        "--keep-logs",
+        action="store_true",
+        help="keep the worker logs and the Redis folder",
+    )
+    a = p.parse_args(argv)
+    o = short_options(a.seed) if a.short else Options(seed=a.seed)
+    o.workers, o.max_jobs, o.redis_stop, o.appendfsync = (
+        a.workers,
+        a.max_jobs,
+        a.redis_stop,
+        a.appendfsync,
+    )
+    o.tool_wait_ms, o.keep_logs = a.tool_wait_ms, a.keep_logs
+    for name in (
+        "jobs",
+        "kill_every_s",
+        "submit_rate",
+        "redis_down_s",
+        "drain_timeout_s",
+    ):
+        if getattr(a, name) is not None:
+            setattr(o, name, getattr(a, name))
+    if o.jobs < 1 or o.workers < 1 or o.kill_every_s <= 0 or o.submit_rate <= 0:
+        p.error("--jobs, --workers, --kill-every-s and --submit-rate must be positive")
+    return o
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_args(argv)
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # unwinds through run()'s cleanup
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        report = run(opts)
+    except KeyboardInterrupt:
+        print("interrupted; workers and redis-server stopped", file=sys.stderr)
+        return 130
+    print(report.text(), flush=True)
+    if not report.drained:
+        print("not every job ended within --drain-timeout-s", file=sys.stderr)
+    return 1 if report.failures else 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

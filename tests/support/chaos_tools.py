@@ -1,0 +1,43 @@
+"""The tool of the chaos soak (bench/chaos.py): it counts its own executions in Redis.
+
+A tool is not told the id of the call it serves, so the soak gives every job a marker of its own
+and the scripted model puts it in the job's one call: ``chaos:ran:<marker>`` then counts how often
+that call really ran, across worker processes, kills and Redis restarts. The side effect comes
+first and the wait after it, as with an HTTP call whose request has been sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import redis.asyncio as aioredis
+import structlog
+
+from worker.tools import tool
+
+RAN_PREFIX = "chaos:ran:"  # + marker: how many times the call ran
+RUNS_PREFIX = "chaos:runs:"  # + marker: one "attempt <n> pid <pid>" entry per run, to diagnose a repeat
+
+
+def ran_key(marker: str) -> str:
+    return RAN_PREFIX + marker
+
+
+def runs_key(marker: str) -> str:
+    return RUNS_PREFIX + marker
+
+
+@tool
+async def chaos_probe(marker: str, wait_ms: int = 0) -> str:
+    """Records that it ran for a marker, waits wait_ms, and says how often it ran."""
+    # the job's attempt is bound in the logging context of the task that runs the job (worker/jobrun.py)
+    attempt = structlog.contextvars.get_contextvars().get("attempt", "?")
+    async with aioredis.Redis.from_url(os.environ["TOOLQ_REDIS_URL"]) as r:
+        async with r.pipeline(transaction=True) as pipe:
+            pipe.incr(ran_key(marker))
+            pipe.rpush(runs_key(marker), f"attempt {attempt} pid {os.getpid()}")
+            n, _ = await pipe.execute()
+    if wait_ms > 0:
+        await asyncio.sleep(wait_ms / 1000)
+    return f"probe {marker} ran {n} times"

@@ -1,0 +1,34 @@
+-- Release the arq jobs of a model that a worker picked up but never started: the worker died
+-- between arq marking the job in progress and toolq's `started` event (which takes the lease).
+-- arq keeps its in-progress mark for the job timeout (an hour and more), and a job without a
+-- lease is invisible to the lease reaper, so without this such a job would wait that long. The
+-- mark of a job that is still `queued` in its record under the same attempt, set more than
+-- stall_ms ago, is dropped, and arq picks the job up again (it stays in the queue until done).
+--
+-- include: now.lua
+--
+-- KEYS[1] queue          the model's arq queue (sorted set of arq ids, scored by run-from ms)
+-- ARGV[1] progress_prefix arq's in-progress key prefix
+-- ARGV[2] job_prefix     toolq.keys.JOB_PREFIX: a job's key is job_prefix .. '{' .. id .. '}'
+-- ARGV[3] mark_ms        how long arq keeps an in-progress mark when it sets it
+-- ARGV[4] stall_ms       a pickup this old that has not started is released
+-- ARGV[5] limit          at most this many runnable queue entries are looked at
+--
+-- Returns the arq ids released.
+
+local out = {}
+local runnable = redis.call('ZRANGEBYSCORE', queue, '-inf', redis_now_ms(), 'LIMIT', 0, tonumber(limit))
+for _, arq_id in ipairs(runnable) do
+  local ttl = redis.call('PTTL', progress_prefix .. arq_id)
+  if ttl > 0 and tonumber(mark_ms) - ttl > tonumber(stall_ms) then
+    local job_id, attempt = string.match(arq_id, '^(.*):(%d+)$')
+    if job_id then
+      local h = redis.call('HMGET', job_prefix .. '{' .. job_id .. '}', 'status', 'attempt', 'terminal')
+      if h[3] ~= '1' and h[1] == 'queued' and h[2] == attempt then
+        redis.call('DEL', progress_prefix .. arq_id)
+        table.insert(out, arq_id)
+      end
+    end
+  end
+end
+return out

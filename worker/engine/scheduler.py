@@ -1,0 +1,273 @@
+"""Continuous batching: one thread, one llama.cpp context, every active sequence in each step.
+
+A llama.cpp context is not thread-safe, so one thread owns it. Each step is one ``llama_decode``
+over one batch that holds the next token of every sequence that is generating, then prompt
+chunks of sequences that are being prefilled, up to ``n_batch`` tokens in all, so a long prompt
+never holds the others back for more than a step. After the decode each generating sequence
+samples its next token with its own sampler chain and grammar. New requests join between steps,
+a finished sequence leaves at once, and a stop flag (cancel, timeout) ends its sequence within a
+step. A request that finds every slot busy waits for one to free up.
+
+Which slot a prompt goes to, and what of its prefix is already cached, is worker/engine/slots.py.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import llama_cpp
+import structlog
+
+from worker.engine.sampling import TokenSampler
+from worker.engine.sequence import Sequence
+from worker.engine.slots import Slot, place
+from worker.generation import EngineError, EngineStats, GenerationResult
+
+log = structlog.get_logger("worker.engine")
+
+
+_CLOSE = object()
+
+
+class Scheduler:
+    def __init__(
+        self,
+        ctx: Any,
+        vocab: Any,
+        n_vocab: int,
+        *,
+        slots: int,
+        n_batch: int,
+        prefill_chunk: int,
+        is_eog: Callable[[int], bool],
+        piece: Callable[[int], bytes],
+    ):
+        self._ctx = ctx
+        self._mem = llama_cpp.llama_get_memory(ctx)
+        self._sampler = TokenSampler(ctx, vocab, n_vocab)
+        self._is_eog = is_eog
+        self._piece = piece
+        self.n_batch = n_batch
+        self.prefill_chunk = max(1, prefill_chunk)
+        self.slots = [Slot(i) for i in range(slots)]
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._waiting: deque[Sequence] = deque()
+        self._running: list[Sequence] = []
+        self._clock = 0
+        self._closed = False
+        self.stats = EngineStats(slots=slots)
+        self._thread = threading.Thread(target=self._run, name="llama-batch", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ from other threads
+
+    def submit(self, seq: Sequence) -> None:
+        if self._closed:
+            raise EngineError("the engine is closed")
+        self._inbox.put(seq)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._inbox.put(_CLOSE)
+        self._thread.join()
+        llama_cpp.llama_batch_free(self._batch)
+
+    # ------------------------------------------------------------------ the decode thread
+
+    def _run(self) -> None:
+        while True:
+            if not self._running and not self._waiting:
+                item = self._inbox.get()  # idle: sleep until work (or close) arrives
+            else:
+                try:
+                    item = self._inbox.get_nowait()
+                except queue.Empty:
+                    item = None
+            while item is not None:
+                if item is _CLOSE:
+                    self._fail_all(EngineError("the engine is closed"))
+                    return
+                self._waiting.append(item)
+                self._count()
+                try:
+                    item = self._inbox.get_nowait()
+                except queue.Empty:
+                    item = None
+            try:
+                self._admit()
+                self._step()
+            except Exception as e:  # never let the decode thread die: fail what was in flight
+                log.error("engine step failed", error=repr(e))
+                self._fail_all(EngineError(f"engine step failed: {e!r}"), keep_waiting=True)
+                self._forget_caches()
+
+    def _admit(self) -> None:
+        """Give waiting sequences a slot, in arrival order, while slots are free."""
+        while self._waiting:
+            seq = self._waiting[0]
+            if seq.request.stop_event.is_set():
+                self._waiting.popleft()
+                self._finish(seq, "aborted")
+                continue
+            placement = place(self.slots, seq.prompt)
+            if placement is None:
+                return
+            self._waiting.popleft()
+            slot = placement.slot
+            if placement.copy_from is not None:
+                llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, 0, -1)
+                llama_cpp.llama_memory_seq_cp(self._mem, placement.copy_from.seq_id, slot.seq_id, 0, placement.keep)
+                slot.tokens = placement.copy_from.tokens[: placement.keep]
+            llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, placement.keep, -1)
+            del slot.tokens[placement.keep :]
+            self._clock += 1
+            slot.busy, slot.last_used = True, self._clock
+            seq.slot = slot
+            seq.cached = placement.keep
+            seq.pending = seq.prompt[placement.keep :]
+            try:
+                seq.chain = TokenSampler.chain(seq.request.temperature, seq.seed)
+                if seq.request.grammar is not None:
+                    seq.grammar = self._sampler.grammar(seq.request.grammar, seq.request.grammar_trigger)
+            except EngineError as e:
+                self._finish(seq, error=e)
+                continue
+            self._running.append(seq)
+            self._count()
+
+    def _step(self) -> None:
+        for seq in [s for s in self._running if s.request.stop_event.is_set()]:
+            self._finish(seq, "aborted")
+        if not self._running:
+            return
+        batch = self._batch
+        n = 0
+        outputs: list[tuple[Sequence, int]] = []
+        fed: list[tuple[Sequence, list[int]]] = []
+        for seq in self._running:
+            if seq.next_token is not None:
+                self._put(n, seq.next_token, len(seq.slot.tokens), seq.slot.seq_id, True)  # type: ignore[union-attr]
+                outputs.append((seq, n))
+                fed.append((seq, [seq.next_token]))
+                seq.next_token = None
+                n += 1
+        n_generated = n
+        # While sequences are generating, each step carries at most prefill_chunk prompt tokens,
+        # so one step (and so a cancel, or the next token of every generating sequence) never
+        # waits long behind a long prompt; with nothing generating, prompts take the whole batch.
+        room = min(self.n_batch, n + self.prefill_chunk) if n else self.n_batch
+        for seq in self._running:
+            if n >= room:
+                break
+            if not seq.pending:
+                continue
+            chunk = seq.pending[: room - n]
+            base = len(seq.slot.tokens)  # type: ignore[union-attr]
+            last = len(chunk) == len(seq.pending)
+            for i, token in enumerate(chunk):
+                self._put(n, token, base + i, seq.slot.seq_id, last and i == len(chunk) - 1)  # type: ignore[union-attr]
+                n += 1
+            if last:
+                outputs.append((seq, n - 1))
+            fed.append((seq, chunk))
+        batch.n_tokens = n
+        t0 = time.perf_counter()
+        rc = llama_cpp.llama_decode(self._ctx, batch)
+        elapsed = time.perf_counter() - t0
+        if rc != 0:
+            # The cache of the sequences in this batch is in an unknown state: fail them and
+            # forget their caches rather than reuse a broken prefix.
+            for seq, _ in fed:
+                self._finish(seq, error=EngineError(f"llama_decode failed with code {rc}"), broken=True)
+            return
+        st = self.stats
+        st.steps += 1
+        st.batch_tokens += n
+        st.batch_sequences += len(fed)
+        st.decode_tokens += n_generated
+        st.prefill_tokens += n - n_generated
+        if n > n_generated:
+            st.prefill_s += elapsed
+        else:
+            st.decode_s += elapsed
+        for seq, tokens in fed:
+            seq.slot.tokens.extend(tokens)  # type: ignore[union-attr]
+            if seq.pending:
+                del seq.pending[: len(tokens)]
+                if not seq.pending:
+                    seq.prompt_done()
+        for seq, idx in outputs:
+            if seq.budget <= 0:
+                self._finish(seq, "length")
+                continue
+            try:
+                token = self._sampler.sample(seq.chain, seq.grammar, idx)
+                reason = seq.accept(token, is_eog=self._is_eog(token), piece=self._piece)
+            except EngineError as e:
+                self._finish(seq, error=e)
+                continue
+            if reason is not None:
+                self._finish(seq, reason)
+
+    def _put(self, i: int, token: int, pos: int, seq_id: int, logits: bool) -> None:
+        b = self._batch
+        b.token[i] = token
+        b.pos[i] = pos
+        b.n_seq_id[i] = 1
+        b.seq_id[i][0] = seq_id
+        b.logits[i] = logits
+
+    # ------------------------------------------------------------------ endings
+
+    def _finish(
+        self, seq: Sequence, reason: Any = None, *, error: Exception | None = None, broken: bool = False
+    ) -> None:
+        if seq in self._running:
+            self._running.remove(seq)
+        self._count()
+        slot = seq.slot
+        if slot is not None:
+            if broken:
+                llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, 0, -1)
+                slot.tokens = []
+            slot.busy = False
+        TokenSampler.free(seq.chain)
+        TokenSampler.free(seq.grammar)
+        seq.chain = seq.grammar = None
+        if seq.future.done():
+            return
+        if error is not None:
+            seq.future.set_exception(error)
+        else:
+            try:
+                result: GenerationResult = seq.result(reason)
+            except Exception as e:  # an on_text callback that raised
+                seq.future.set_exception(e)
+                return
+            seq.future.set_result(result)
+
+    def _count(self) -> None:
+        # before a future is settled, so a caller that sees its result sees the counts after it
+        self.stats.busy = len(self._running)
+        self.stats.waiting = len(self._waiting)
+
+    def _fail_all(self, error: Exception, *, keep_waiting: bool = False) -> None:
+        for seq in list(self._running):
+            self._finish(seq, error=error)
+        if not keep_waiting:
+            while self._waiting:
+                self._finish(self._waiting.popleft(), error=error)
+
+    def _forget_caches(self) -> None:
+        llama_cpp.llama_memory_clear(self._mem, True)
+        for slot in self.slots:
+            slot.tokens = []
+            slot.busy = False

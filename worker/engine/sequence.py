@@ -1,0 +1,98 @@
+"""One generation in flight: its prompt, its samplers, and the text it has produced so far.
+
+The scheduler (worker/engine/scheduler.py) feeds its prompt in chunks, then one sampled token a
+step, and asks ``accept`` after each sampled token whether the generation is done: an
+end-of-generation token, a stop string, the caller's ``stop_check``, or the token budget. Stop
+strings are held back from ``on_text`` until they can no longer start, so a streamed reply never
+shows the beginning of a stop string that is then cut.
+"""
+
+from __future__ import annotations
+
+import codecs
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from worker.engine.slots import Slot
+from worker.generation import GenerationRequest, GenerationResult, StopReason
+
+
+class Sequence:
+    def __init__(
+        self,
+        request: GenerationRequest,
+        future: Future[GenerationResult],
+        prompt: list[int],
+        budget: int,
+        seed: int = 0,
+    ):
+        self.request = request
+        self.future = future
+        self.prompt = prompt
+        self.budget = budget  # tokens it may generate: max_tokens, and what the slot's context has left
+        self.seed = seed
+        self.slot: Slot | None = None
+        self.cached = 0  # prompt tokens reused from a cache
+        self.pending: list[int] = []  # prompt tokens still to evaluate
+        self.next_token: int | None = None  # sampled, to be fed to the model in the next step
+        self.chain: Any = None
+        self.grammar: Any = None
+        self.text = ""
+        self.n_out = 0
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._stops = [s for s in request.stop if s]
+        self._hold = max((len(s) for s in self._stops), default=1) - 1
+        self._emitted = 0
+        self._t_start = time.perf_counter()
+        self._t_prompt_done: float | None = None
+
+    @property
+    def prefilling(self) -> bool:
+        return bool(self.pending)
+
+    def prompt_done(self) -> None:
+        self._t_prompt_done = time.perf_counter()
+
+    def accept(self, token: int, *, is_eog: bool, piece: Callable[[int], bytes]) -> StopReason | None:
+        """Take a sampled token; the reason the generation ends with it, or None to go on."""
+        if is_eog:
+            return "stop"
+        self.n_out += 1
+        self.text += self._decoder.decode(piece(token))
+        if self._stops:
+            start = max(0, self._emitted - self._hold)
+            hits = [i for i in (self.text.find(s, start) for s in self._stops) if i >= 0]
+            if hits:
+                self.text = self.text[: min(hits)]
+                return "stop"
+        check = self.request.stop_check
+        if check is not None and check(self.text):
+            return "stop"
+        if self.request.on_text is not None:
+            upto = len(self.text) - self._hold if self._stops else len(self.text)
+            if upto > self._emitted:
+                self.request.on_text(self.text[self._emitted : upto])
+                self._emitted = upto
+        if self.n_out >= self.budget:
+            return "length"
+        self.next_token = token
+        return None
+
+    def result(self, reason: StopReason) -> GenerationResult:
+        self.text += self._decoder.decode(b"", final=True)
+        if self.request.on_text is not None and len(self.text) > self._emitted:
+            self.request.on_text(self.text[self._emitted :])
+            self._emitted = len(self.text)
+        now = time.perf_counter()
+        prompt_done = self._t_prompt_done or now
+        return GenerationResult(
+            self.text,
+            reason,
+            len(self.prompt),
+            self.cached,
+            self.n_out,
+            (prompt_done - self._t_start) * 1000,
+            (now - prompt_done) * 1000,
+        )
