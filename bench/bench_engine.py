@@ -32,12 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from decode_rate import Measure, OtherLoad, TightLoopProcess, engine_rate
 
 from toolq.protocol import JobRequest, Message
+from toolq.tools import load_tool_modules
 from worker.app import build_loop
 from worker.engine import LlamaEngine
 from worker.formats import get_format
 from worker.settings import WorkerSettings
 from worker.templates import ChatTemplate
-from worker.tools import load_tool_modules
 
 STORY = [
     ("<|im_start|>user\n", True),

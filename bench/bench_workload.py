@@ -260,7 +260,7 @@ async def wait_for_model(url: str, model: str, timeout: float = 60.0) -> None:
 async def check_tool_schema(url: str) -> None:
     """The benchmark's tool must show the model exactly what the demo tool does (same prompt)."""
     import worker.demo_tools  # noqa: F401  (registers the demo tools in this process only)
-    from worker.tools import REGISTRY
+    from toolq.tools import REGISTRY
 
     async with Client(url) as client:
         served = {t.function["name"]: t.function for t in await client.tools()}

@@ -27,6 +27,7 @@ from toolq.protocol import (
     JobRequest,
     JobResult,
     JobStatus,
+    PendingAction,
     new_job_id,
     now_ms,
 )
@@ -101,6 +102,7 @@ class JobStore:
         self.stream_maxlen = stream_maxlen
         self.idempotency_ttl_s = idempotency_ttl_s
         self._emit = Script(redis, "emit")
+        self._pause = Script(redis, "pause")
         self._submit = Script(redis, "submit")
 
     @classmethod
@@ -203,6 +205,42 @@ class JobStore:
             job_id=job_id,
             lease_ms=lease_ms,
             now_ms=ts,
+        )
+        if seq <= 0:
+            raise JobEnded(job_id, _REFUSED[seq])
+        return seq
+
+    async def pause(
+        self,
+        job_id: str,
+        *,
+        attempt: int,
+        pending: list[PendingAction],
+        deadline_ms: int,
+        checkpoint: dict[str, Any],
+    ) -> int:
+        """Park a running job until its caller answers (toolq/lua/pause.lua): the
+        ``requires_action`` event, the calls it waits on, and no lease. Raises JobEnded when the
+        job ended or a newer attempt owns it."""
+        ts = now_ms()
+        data = {"calls": [p.model_dump(mode="json") for p in pending], "deadline_ms": deadline_ms}
+        head, tail = _event_parts(job_id, EventType.requires_action, data, ts)
+        actions = {p.id: {**p.model_dump(mode="json"), "answer": None} for p in pending}
+        seq: int = await self._pause(
+            job=keys.job(job_id),
+            log=keys.log(job_id),
+            job_channel=keys.events_channel(job_id),
+            all_channel=keys.EVENTS_ALL,
+            leases=keys.LEASES,
+            paused=keys.PAUSED,
+            head=head,
+            tail=tail,
+            attempt=attempt,
+            checkpoint=json.dumps(checkpoint, ensure_ascii=False, default=str),
+            actions=json.dumps(actions, ensure_ascii=False, default=str),
+            deadline_ms=deadline_ms,
+            job_id=job_id,
+            maxlen=self.stream_maxlen,
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])

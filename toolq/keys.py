@@ -47,6 +47,10 @@ def wake(model: str) -> str:
 LEASES = f"{PREFIX}:leases"
 
 
+# Sorted set: paused job id -> action deadline (unix ms); toolq/pauses.py ends the overdue ones.
+PAUSED = f"{PREFIX}:paused"
+
+
 def idempotency(tenant: str, key: str) -> str:
     return f"{PREFIX}:idem:{tenant}:{key}"
 

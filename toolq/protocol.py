@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from toolq.tools.schemas import MAX_DESCRIPTION, check_parameters, check_tool_name
+
 PROTOCOL_VERSION = 1
 
 
@@ -111,11 +113,80 @@ class NamedToolChoice(_Model):
 
 ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 
+# Where a tool call runs: the worker's own registry, a tool service (toolq.ToolService, over Redis),
+# the caller (the job pauses until the result is posted), or an MCP server a worker or service holds.
+Where = Literal["worker", "service", "client", "mcp"]
+MAX_TOOLS = 128  # tools in one request, as OpenAI allows
+
+
+class FunctionSpec(_Model):
+    name: str
+    description: str = Field(default="", max_length=MAX_DESCRIPTION)
+    # None with execution "server": the served tool's own schema applies.
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None  # OpenAI's hint; toolq always constrains and validates
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_tool_name(v)
+
+    @model_validator(mode="after")
+    def _schema(self) -> FunctionSpec:
+        if self.parameters is not None:
+            check_parameters(self.name, self.parameters)
+        return self
+
+
+class FunctionTool(_Model):
+    """A tool defined in the request, OpenAI's function shape plus where it runs.
+
+    ``execution`` "client" (the default, as in OpenAI's API): the caller runs it; the job pauses
+    with ``requires_action`` until the result is posted. "server": a tool the fleet serves under
+    this name (worker registry, tool service or MCP); the definition may only add
+    ``requires_approval``, and its schema is the served one.
+    """
+
+    type: Literal["function"] = "function"
+    function: FunctionSpec
+    execution: Literal["client", "server"] = "client"
+    requires_approval: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+    @model_validator(mode="after")
+    def _shape(self) -> FunctionTool:
+        if self.execution == "server" and self.function.parameters is not None:
+            raise ValueError(
+                f"tool {self.name!r}: a server tool's parameters come from the tool itself; leave parameters out"
+            )
+        if self.execution == "client" and self.function.parameters is None:
+            self.function.parameters = {"type": "object", "properties": {}}
+        return self
+
+    def spec(self) -> dict[str, Any]:
+        """The OpenAI function spec the model is shown (client tools only)."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.function.description,
+                "parameters": self.function.parameters or {"type": "object", "properties": {}},
+            },
+        }
+
+
+ToolRef = str | FunctionTool
+
 
 class JobRequest(_Model):
     version: int = PROTOCOL_VERSION
     messages: list[Message] = Field(min_length=1)
-    tools: list[str] | None = None  # names from the worker registry; None means all
+    # Names of served tools (worker registry, tool services, MCP), or function definitions
+    # (FunctionTool), mixed; None means every tool the model's workers serve.
+    tools: list[ToolRef] | None = Field(default=None, max_length=MAX_TOOLS)
     tool_choice: ToolChoice = "auto"
     # False: at most one call per turn (the grammar ends after it). Small models that repeat a
     # call until max_tokens are much faster with it.
@@ -127,6 +198,8 @@ class JobRequest(_Model):
     seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
     stream_tokens: bool = False
     timeout_s: float | None = Field(default=None, gt=0, le=86400)
+    # How long a pause (client tools, approvals) may wait for the caller; capped by the operator.
+    action_timeout_s: float | None = Field(default=None, gt=0, le=7 * 86400)
     metadata: dict[str, Any] = Field(default_factory=dict)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
 
@@ -137,10 +210,25 @@ class JobRequest(_Model):
             raise ValueError(f"protocol version {v} is not supported (this service speaks {PROTOCOL_VERSION})")
         return v
 
+    @field_validator("tools")
+    @classmethod
+    def _tool_names(cls, v: list[ToolRef] | None) -> list[ToolRef] | None:
+        if v is None:
+            return v
+        seen: set[str] = set()
+        for t in v:
+            name = t if isinstance(t, str) else t.name
+            if isinstance(t, str):
+                check_tool_name(t)
+            if name in seen:
+                raise ValueError(f"tool {name!r} is listed twice")
+            seen.add(name)
+        return v
+
     @model_validator(mode="after")
     def _check(self) -> JobRequest:
         if isinstance(self.tool_choice, NamedToolChoice) and self.tools is not None:
-            if self.tool_choice.name not in self.tools:
+            if self.tool_choice.name not in self.tool_names():
                 raise ValueError(f"tool_choice names {self.tool_choice.name!r}, which is not in tools")
         if self.tool_choice == "required" and self.tools == []:
             raise ValueError("tool_choice 'required' needs at least one tool")
@@ -148,6 +236,24 @@ class JobRequest(_Model):
 
     def forced_tool(self) -> str | None:
         return self.tool_choice.name if isinstance(self.tool_choice, NamedToolChoice) else None
+
+    def tool_names(self) -> list[str]:
+        return [t if isinstance(t, str) else t.name for t in self.tools or ()]
+
+    def served_tool_names(self) -> list[str] | None:
+        """The tools the fleet must serve (names and "server" definitions); None: all served ones."""
+        if self.tools is None:
+            return None
+        return [
+            t if isinstance(t, str) else t.name for t in self.tools if isinstance(t, str) or t.execution == "server"
+        ]
+
+    def client_tools(self) -> list[FunctionTool]:
+        return [t for t in self.tools or () if isinstance(t, FunctionTool) and t.execution == "client"]
+
+    def approval_required(self) -> set[str]:
+        """Tools this request marks as needing approval (a served tool may also require it itself)."""
+        return {t.name for t in self.tools or () if isinstance(t, FunctionTool) and t.requires_approval}
 
 
 # ---------------------------------------------------------------- events
@@ -159,6 +265,8 @@ class EventType(str, Enum):
     token = "token"
     tool_call = "tool_call"
     tool_result = "tool_result"
+    # The job paused for its caller (client tools, approvals); it holds no worker until answered.
+    requires_action = "requires_action"
     final = "final"
     error = "error"
     cancelled = "cancelled"
@@ -188,6 +296,8 @@ class ErrorCode(str, Enum):
     unknown_model = "unknown_model"
     context_length_exceeded = "context_length_exceeded"
     timeout = "timeout"
+    action_timeout = "action_timeout"  # a pause for the caller ran past its deadline
+    tool_service_unavailable = "tool_service_unavailable"
     engine_error = "engine_error"
     worker_lost = "worker_lost"
     internal = "internal"
@@ -196,6 +306,7 @@ class ErrorCode(str, Enum):
 class JobStatus(str, Enum):
     queued = "queued"
     running = "running"
+    requires_action = "requires_action"  # paused: waits for tool results or approvals
     succeeded = "succeeded"
     failed = "failed"
     cancelled = "cancelled"
@@ -220,6 +331,21 @@ class Timings(_Model):
     generate_ms: float = 0.0
     tools_ms: float = 0.0
     total_ms: float = 0.0
+
+
+class PendingAction(_Model):
+    """A call a paused job waits on: its result from the client, or an approval."""
+
+    id: str  # the tool call id
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    kind: Literal["client", "approval"]
+    where: Where
+
+
+class RequiredAction(_Model):
+    calls: list[PendingAction]
+    deadline_ms: int  # unix ms; the job ends with error action_timeout after it
 
 
 class ErrorInfo(_Model):

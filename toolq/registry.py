@@ -164,9 +164,9 @@ class Fleet:
                 f"model {model!r} is not served by any live worker; served: {', '.join(models)}", field="model"
             )
         served = self.tools_of(model)
-        asked = list(request.tools or [])
+        asked = list(request.served_tool_names() or [])
         forced = request.forced_tool()
-        if forced is not None:
+        if forced is not None and request.tools is None:
             asked.append(forced)
         unknown = sorted({name for name in asked if name not in served})
         if unknown:
@@ -175,7 +175,7 @@ class Fleet:
                 f"available: {', '.join(sorted(served)) or 'none'}",
                 field="tools",
             )
-        if request.tool_choice == "required" and not served:
+        if request.tool_choice == "required" and not served and not request.client_tools():
             raise UnknownTool(f"tool_choice 'required' but model {model!r} serves no tools", field="tool_choice")
         return model
 

@@ -26,20 +26,22 @@ from toolq import keys
 from toolq.arq_link import StalledPickups, WakeableWorker, make_worker
 from toolq.jobstore import JobStore
 from toolq.leases import Leases
+from toolq.tools import load_tool_modules
 from worker.formats import get_format
 from worker.generation import Engine
 from worker.heartbeat import deregister, heartbeat
 from worker.jobrun import run_job
 from worker.loop import ConversationLoop
 from worker.settings import WorkerSettings
+from worker.sources.registry import RegistrySource
 from worker.state import WorkerState
 from worker.templates import ChatTemplate
-from worker.tools import ToolRegistry, load_tool_modules
+from worker.toolbox import ToolResolver, ToolSource
 
 log = structlog.get_logger("toolq.worker")
 
 
-def build_loop(settings: WorkerSettings, engine: Engine, registry: ToolRegistry) -> ConversationLoop:
+def build_loop(settings: WorkerSettings, engine: Engine, tools: ToolResolver) -> ConversationLoop:
     path = settings.template_path()
     bos, eos = getattr(engine, "bos_token", ""), getattr(engine, "eos_token", "")
     if path is None:
@@ -50,7 +52,7 @@ def build_loop(settings: WorkerSettings, engine: Engine, registry: ToolRegistry)
         engine,
         template,
         get_format(settings.tool_format),
-        registry,
+        tools,
         tool_timeout_s=settings.tool_timeout_s,
         prompt_variant=settings.prompt_variant,
     )
@@ -69,10 +71,14 @@ def create_worker(
     async def startup(redis: Any) -> None:
         registry = load_tool_modules(settings.tool_modules)
         store = JobStore(redis, event_ttl_s=settings.event_ttl_s, stream_maxlen=settings.stream_maxlen)
+        # Where calls run, first match wins: this worker's own tools, then its MCP servers, then
+        # the tool services registered in Redis.
+        sources: list[ToolSource] = [RegistrySource(registry)]
+        resolver = ToolResolver(sources)
         state = WorkerState(
             settings=settings,
             engine=engine,
-            loop=build_loop(settings, engine, registry),
+            loop=build_loop(settings, engine, resolver),
             store=store,
             leases=Leases(redis),
             pickups=StalledPickups(redis),
@@ -88,7 +94,7 @@ def create_worker(
             worker_id=worker_id,
             model=model,
             queue=keys.queue(model),
-            tools=registry.names(),
+            tools=[t["function"]["name"] for t in resolver.local_specs()],
             gpu=settings.gpu,
         )
 

@@ -104,7 +104,7 @@ def _tool_format(name: str) -> Any:
 def _read_tools(path: str | None) -> list[dict[str, Any]]:
     """Tool specs from a JSON file (a list of OpenAI function specs, or {"tools": [...]}), else the demo tools."""
     if not path:
-        from worker.tools import load_tool_modules
+        from toolq.tools import load_tool_modules
 
         return load_tool_modules(["worker.demo_tools"]).specs()
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Literal
 
-from worker.tools import tool
+from toolq.tools import tool
 
 _GRADES = ("calm", "mild", "brisk", "wild", "feral")
 

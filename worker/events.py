@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from toolq.jobstore import JobStore
-from toolq.protocol import EventType, JobResult, JobStatus, ToolCall
+from toolq.protocol import EventType, JobResult, JobStatus, ToolCall, Where
 from worker import metrics
 
 
@@ -36,12 +36,19 @@ class EventLog:
             lease_ms=self.lease_ms,
         )
 
-    async def tool_call(self, call: ToolCall, iteration: int, *, checkpoint: dict[str, Any] | None = None) -> int:
-        return await self._emit(
-            EventType.tool_call,
-            {"id": call.id, "name": call.name, "arguments": call.arguments, "iteration": iteration},
-            checkpoint=checkpoint,
-        )
+    async def tool_call(
+        self,
+        call: ToolCall,
+        iteration: int,
+        *,
+        checkpoint: dict[str, Any] | None = None,
+        where: Where = "worker",
+        awaiting: str | None = None,
+    ) -> int:
+        data = {"id": call.id, "name": call.name, "arguments": call.arguments, "iteration": iteration, "where": where}
+        if awaiting:
+            data["awaiting"] = awaiting  # "client" or "approval": the job pauses for its caller
+        return await self._emit(EventType.tool_call, data, checkpoint=checkpoint)
 
     async def tool_result(
         self,
@@ -53,6 +60,7 @@ class EventLog:
         duration_ms: float,
         executed: bool,
         checkpoint: dict[str, Any],
+        where: Where = "worker",
     ) -> int:
         # The checkpoint goes in the same script call as the event: a subscriber never sees a
         # result that a resumed attempt would produce again.
@@ -68,6 +76,7 @@ class EventLog:
                 "error": error,
                 "duration_ms": round(duration_ms, 3),
                 "executed": executed,
+                "where": where,
             },
             checkpoint=checkpoint,
         )

@@ -29,7 +29,7 @@ async def heartbeat(state: WorkerState) -> None:
     s = state.settings
     every = s.heartbeat_ms / 1000
     ttl_ms = max(3 * s.heartbeat_ms, 3000)
-    tools = tuple(state.registry.specs())
+    tools = tuple(state.loop.tools.local_specs())
     limit = max(2 * s.lease_ms / 1000, 2.0)
     while True:
         try:

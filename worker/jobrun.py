@@ -58,6 +58,10 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
     started_ms = now_ms()
     queue_ms = max(0, started_ms - int(rec.get("created_ms", started_ms))) if attempt == 1 else 0
     loop_state = LoopState.from_checkpoint(checkpoint) if checkpoint else None
+    if loop_state is not None and rec.get("actions"):
+        # resumed after a pause: the caller's answers, recorded by toolq/lua/answer.lua
+        actions = json.loads(rec["actions"])
+        loop_state.answers = {cid: a["answer"] for cid, a in actions.items() if a.get("answer") is not None}
     if request.stream_tokens:
         events.start_token_stream()
 
@@ -126,6 +130,8 @@ async def _finish(
             outcome = task.result()
 
     try:
+        if outcome is not None and outcome.finish_reason == "requires_action":
+            return await _pause(state, request, running, outcome, bound)
         if outcome is not None:
             ls = outcome.state
             result = JobResult(
@@ -183,6 +189,22 @@ async def _finish(
     except JobEnded as e:
         bound.info("job ended elsewhere", reason=e.reason)
         return "ended"
+
+
+async def _pause(state: WorkerState, request: JobRequest, running: RunningJob, outcome: Any, bound: Any) -> str:
+    """Park the job until its caller answers: it keeps no worker, slot or queue entry meanwhile."""
+    s = state.settings
+    wait_s = min(request.action_timeout_s or s.action_timeout_s, s.action_timeout_cap_s)
+    deadline = now_ms() + int(wait_s * 1000)
+    await state.store.pause(
+        running.job_id,
+        attempt=running.attempt,
+        pending=outcome.pending,
+        deadline_ms=deadline,
+        checkpoint=outcome.state.checkpoint(),
+    )
+    bound.info("job paused", waits_on=[p.id for p in outcome.pending], action_timeout_s=wait_s)
+    return "paused"
 
 
 def _classify(exc: BaseException | None) -> tuple[ErrorCode, str, FinishReason]:

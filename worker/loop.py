@@ -16,6 +16,10 @@ Rules (each has a test in tests/unit/test_loop.py):
   finish_reason ``max_iterations``.
 - tool_choice ``required`` or a named tool constrains the first round of the job to a call (a
   grammar); later rounds are ``auto`` so the model can answer from the results.
+- a valid call of a client tool, or of a tool that needs approval, is not run: the loop returns
+  ``requires_action`` with the calls it waits on (the other calls of the turn run first). The job
+  is resumed with the caller's answers (``LoopState.answers``): results become tool responses,
+  approved calls run, denied calls tell the model they were refused.
 """
 
 from __future__ import annotations
@@ -26,22 +30,32 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import structlog
 
-from toolq.protocol import JobRequest, Message, ToolCall, Usage
+from toolq.protocol import JobRequest, Message, PendingAction, ToolCall, Usage, Where
+from toolq.tools import ToolOutcome, ToolRegistry
 from worker.formats.base import ToolCallFormat, ToolDefinition
 from worker.generation import Engine, GenerationRequest, GenerationResult
+from worker.sources.registry import RegistrySource
 from worker.templates import ChatTemplate
-from worker.tools import ToolOutcome, ToolRegistry
+from worker.toolbox import ToolBox, ToolResolver
 
 log = structlog.get_logger("toolq.loop")
 _GRAMMAR_CACHE = 256  # distinct (tool set, mode) grammars kept
 
 
 class EventSink(Protocol):
-    async def tool_call(self, call: ToolCall, iteration: int, *, checkpoint: dict[str, Any] | None = None) -> Any: ...
+    async def tool_call(
+        self,
+        call: ToolCall,
+        iteration: int,
+        *,
+        checkpoint: dict[str, Any] | None = None,
+        where: Where = "worker",
+        awaiting: str | None = None,
+    ) -> Any: ...
 
     async def tool_result(
         self,
@@ -53,6 +67,7 @@ class EventSink(Protocol):
         duration_ms: float,
         executed: bool,
         checkpoint: dict[str, Any],
+        where: Where = "worker",
     ) -> Any: ...
 
     def push_text(self, text: str) -> None: ...
@@ -71,6 +86,12 @@ class LoopState:
     usage: Usage = field(default_factory=Usage)
     generate_ms: float = 0.0
     tools_ms: float = 0.0
+    # call id -> "client" | "approval": calls of the last turn that wait on the caller
+    awaiting: dict[str, str] = field(default_factory=dict)
+    # call id -> the caller's answer, given when a paused job resumes (not checkpointed: once
+    # applied, an answer is a tool message in ``messages``). {"content": str} for a client
+    # tool, {"approved": bool, "reason": str | None} for an approval.
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def checkpoint(self) -> dict[str, Any]:
         return {
@@ -79,6 +100,7 @@ class LoopState:
             "usage": self.usage.model_dump(),
             "generate_ms": self.generate_ms,
             "tools_ms": self.tools_ms,
+            "awaiting": dict(self.awaiting),
         }
 
     @classmethod
@@ -89,14 +111,16 @@ class LoopState:
             usage=Usage.model_validate(data.get("usage", {})),
             generate_ms=float(data.get("generate_ms", 0.0)),
             tools_ms=float(data.get("tools_ms", 0.0)),
+            awaiting={str(k): str(v) for k, v in (data.get("awaiting") or {}).items()},
         )
 
 
 @dataclass
 class LoopOutcome:
     content: str
-    finish_reason: str  # stop | length | max_iterations
+    finish_reason: str  # stop | length | max_iterations | requires_action
     state: LoopState
+    pending: list[PendingAction] = field(default_factory=list)  # with requires_action
 
 
 def call_signature(name: str, arguments: dict[str, Any]) -> str:
@@ -145,7 +169,7 @@ class ConversationLoop:
         engine: Engine,
         template: ChatTemplate,
         fmt: ToolCallFormat,
-        registry: ToolRegistry,
+        tools: ToolResolver | ToolRegistry,
         *,
         tool_timeout_s: float = 30.0,
         prompt_variant: str | None = None,
@@ -153,16 +177,16 @@ class ConversationLoop:
         self.engine = engine
         self.template = template
         self.fmt = fmt
-        self.registry = registry
+        # a bare registry (unit tests, benchmarks): the worker's own tools and nothing else
+        self.tools = tools if isinstance(tools, ToolResolver) else ToolResolver([RegistrySource(tools)])
         self.tool_timeout_s = tool_timeout_s
         self.prompt_variant = prompt_variant
         self._grammars: dict[tuple[str, bool], str] = {}
 
-    def job_tools(self, request: JobRequest) -> list[ToolDefinition]:
-        """The specs a job may use; unknown names raise KeyError listing them."""
-        if request.tool_choice == "none":
-            return []
-        specs = self.registry.specs(request.tools)
+    @staticmethod
+    def forced_tools(box: ToolBox, request: JobRequest) -> list[ToolDefinition]:
+        """The specs of the first round: the named tool_choice only, or all of the job's."""
+        specs = box.specs()
         forced = request.forced_tool()
         if forced:
             specs = [s for s in specs if s["function"]["name"] == forced]
@@ -179,17 +203,20 @@ class ConversationLoop:
         stop_event: threading.Event | None = None,
     ) -> LoopOutcome:
         stop_event = stop_event or threading.Event()
-        tools = self.job_tools(request)
-        all_tools = self.registry.specs(request.tools) if request.tool_choice != "none" else []
+        box = await self.tools.box(request)
+        tools = self.forced_tools(box, request)
+        all_tools = box.specs()
         state = state or LoopState(messages=list(request.messages))
-        names = {t["function"]["name"] for t in all_tools}
+        names = box.names()
         forced_first = request.tool_choice == "required" or request.forced_tool() is not None
 
-        # A resumed job may have stopped while calls of its last turn were running: finish that
-        # turn first, without running them again (their effects may already have happened).
-        pending = _unanswered_calls(state.messages) if state.iterations else []
-        if pending:
-            await self._interrupted_calls(pending, sink, state)
+        # A resumed job may have stopped while calls of its last turn were running, or paused
+        # on calls that wait on its caller: finish that turn first.
+        unanswered = _unanswered_calls(state.messages) if state.iterations else []
+        if unanswered:
+            waiting = await self._resume_turn(unanswered, box, sink, state)
+            if waiting:
+                return LoopOutcome("", "requires_action", state, waiting)
 
         while True:
             if state.iterations >= request.max_iterations and state.messages[-1].role == "tool":
@@ -226,7 +253,9 @@ class ConversationLoop:
             if problems and not calls:
                 state.messages.append(Message(role="tool", name="error", content=self._problem_text(problems)))
                 continue
-            await self._run_calls(calls, names, sink, state)
+            waiting = await self._run_calls(calls, box, sink, state)
+            if waiting:
+                return LoopOutcome("", "requires_action", state, waiting)
 
     # ------------------------------------------------------------------ pieces
 
@@ -329,77 +358,161 @@ class ConversationLoop:
             + ". Write the call again as valid JSON inside <tool_call></tool_call>, or answer without a tool."
         )
 
-    async def _interrupted_calls(self, calls: Sequence[ToolCall], sink: EventSink, state: LoopState) -> None:
-        """Calls that an earlier attempt started but never recorded a result for: at most once."""
+    async def _resume_turn(
+        self, calls: Sequence[ToolCall], box: ToolBox, sink: EventSink, state: LoopState
+    ) -> list[PendingAction]:
+        """Finish a turn an earlier attempt left: calls that were running when it stopped are
+        answered as interrupted (at most once: their effects may already have happened); calls
+        that wait on the caller take the caller's answer, or keep waiting without one."""
+        runs: list[tuple[ToolCall, Where, Any]] = []
+        waiting: list[ToolCall] = []
         for call in calls:
-            text = (
-                f"The call to {call.name} was interrupted before its result was recorded (the worker running "
-                "it stopped), so it may or may not have taken effect. Check before relying on it, and call "
-                "it again only if doing it twice is safe."
-            )
-            state.messages.append(Message(role="tool", tool_call_id=call.id, name=call.name, content=text))
-            log.warning("tool call interrupted by a lost attempt; not run again", tool=call.name)
-            await sink.tool_result(
-                call,
-                ok=False,
-                content="",
-                error=text,
-                duration_ms=0.0,
-                executed=False,
-                checkpoint=state.checkpoint(),
-            )
+            kind = state.awaiting.get(call.id)
+            answer = state.answers.get(call.id)
+            tool = box.get(call.name)
+            where: Where = tool.where if tool else "worker"
+            if kind is None:
+                await self._answer(call, state, sink, where, ok=False, text=_interrupted_text(call), executed=False)
+                log.warning("tool call interrupted by a lost attempt; not run again", tool=call.name)
+            elif answer is None:
+                waiting.append(call)
+            elif kind == "client":
+                del state.awaiting[call.id]
+                ok = not answer.get("is_error", False)
+                await self._answer(
+                    call, state, sink, "client", ok=ok, text=str(answer.get("content", "")), executed=True
+                )
+            elif not answer.get("approved"):
+                del state.awaiting[call.id]
+                reason = answer.get("reason")
+                text = f"The call to {call.name} was refused by the user" + (f": {reason}" if reason else ".")
+                text += " Do not call it again with these arguments; continue without it or ask the user."
+                await self._answer(call, state, sink, where, ok=False, text=text, executed=False)
+            elif tool is not None and tool.where == "client":
+                state.awaiting[call.id] = "client"  # approved: now the caller runs it
+                waiting.append(call)
+            else:
+                del state.awaiting[call.id]
+                checked = box.check(call.name, call.arguments)
+                runs.append((call, where, self._runner(box, checked, call)))
+        if runs:
+            await self._execute(runs, sink, state)
+        return [self._pending(c, box, state) for c in waiting]
 
-    async def _run_calls(self, calls: Sequence[ToolCall], names: set[str], sink: EventSink, state: LoopState) -> None:
+    async def _answer(
+        self, call: ToolCall, state: LoopState, sink: EventSink, where: Where, *, ok: bool, text: str, executed: bool
+    ) -> None:
+        state.messages.append(Message(role="tool", tool_call_id=call.id, name=call.name, content=text))
+        await sink.tool_result(
+            call,
+            ok=ok,
+            content=text if ok else "",
+            error=None if ok else text,
+            duration_ms=0.0,
+            executed=executed,
+            checkpoint=state.checkpoint(),
+            where=where,
+        )
+
+    @staticmethod
+    def _pending(call: ToolCall, box: ToolBox, state: LoopState) -> PendingAction:
+        tool = box.get(call.name)
+        kind: Literal["client", "approval"] = "client" if state.awaiting.get(call.id) == "client" else "approval"
+        return PendingAction(
+            id=call.id, name=call.name, arguments=call.arguments, kind=kind, where=tool.where if tool else "client"
+        )
+
+    def _runner(self, box: ToolBox, checked: Any, call: ToolCall) -> Callable[[], Any]:
+        async def go() -> tuple[ToolOutcome, bool]:
+            return await box.run(checked, call_id=call.id, timeout_s=self.tool_timeout_s), True
+
+        return go
+
+    async def _run_calls(
+        self, calls: Sequence[ToolCall], box: ToolBox, sink: EventSink, state: LoopState
+    ) -> list[PendingAction]:
+        """Announce the turn's calls, run those that can run now, and return those that wait on
+        the caller (client tools, approvals)."""
         earlier = _earlier_results(state.messages)
-        for i, call in enumerate(calls):
-            # The first announcement checkpoints the turn with its calls, so a job resumed while
-            # they run knows they started and does not run them a second time.
-            await sink.tool_call(call, state.iterations, checkpoint=state.checkpoint() if i == 0 else None)
+        names = box.names()
+        runs: list[tuple[ToolCall, Where, Any]] = []
+        waiting: list[ToolCall] = []
 
-        async def one(call: ToolCall) -> tuple[ToolCall, ToolOutcome, bool]:
-            structlog.contextvars.bind_contextvars(tool=call.name)  # this task's context only
-            if call.name not in names:
+        def immediate(outcome: ToolOutcome) -> Callable[[], Any]:
+            async def go() -> tuple[ToolOutcome, bool]:
+                return outcome, False
+
+            return go
+
+        for call in calls:
+            tool = box.get(call.name)
+            where: Where = tool.where if tool else "worker"
+            if tool is None or call.name not in names:
                 listed = ", ".join(sorted(names)) or "none"
-                return (
-                    call,
-                    ToolOutcome(False, "", f"unknown tool {call.name!r}; the tools you can call are: {listed}", 0.0),
-                    False,
-                )
-            checked = self.registry.check(call.name, call.arguments)  # once: run() takes the checked values
+                text = f"unknown tool {call.name!r}; the tools you can call are: {listed}"
+                runs.append((call, where, immediate(ToolOutcome(False, "", text, 0.0))))
+                continue
+            checked = box.check(call.name, call.arguments)  # once: the run takes the checked values
             if checked.errors:
-                return (
-                    call,
-                    ToolOutcome(
-                        False,
-                        "",
-                        f"invalid arguments for {call.name}: "
-                        + "; ".join(checked.errors)
-                        + ". Call the tool again with corrected arguments.",
-                        0.0,
-                    ),
-                    False,
+                text = (
+                    f"invalid arguments for {call.name}: "
+                    + "; ".join(checked.errors)
+                    + ". Call the tool again with corrected arguments."
                 )
+                runs.append((call, where, immediate(ToolOutcome(False, "", text, 0.0))))
+                continue
             sig = call_signature(call.name, call.arguments)
             if sig in earlier:
                 note = (
                     f"You already called {call.name} with these arguments; the result was: {earlier[sig]}. "
                     "Use that result instead of calling again."
                 )
-                return call, ToolOutcome(True, note, None, 0.0), False
-            outcome = await self.registry.run(checked, timeout_s=self.tool_timeout_s)
-            return call, outcome, True
+                runs.append((call, where, immediate(ToolOutcome(True, note, None, 0.0))))
+                continue
+            if tool.requires_approval:
+                state.awaiting[call.id] = "approval"
+                waiting.append(call)
+            elif tool.where == "client":
+                state.awaiting[call.id] = "client"
+                waiting.append(call)
+            else:
+                runs.append((call, where, self._runner(box, checked, call)))
+
+        for i, call in enumerate(calls):
+            # The first announcement checkpoints the turn with its calls, so a job resumed while
+            # they run knows they started and does not run them a second time.
+            tool = box.get(call.name)
+            await sink.tool_call(
+                call,
+                state.iterations,
+                checkpoint=state.checkpoint() if i == 0 else None,
+                where=tool.where if tool else "worker",
+                awaiting=state.awaiting.get(call.id),
+            )
+        if runs:
+            await self._execute(runs, sink, state)
+        return [self._pending(c, box, state) for c in waiting]
+
+    async def _execute(self, runs: Sequence[tuple[ToolCall, Where, Any]], sink: EventSink, state: LoopState) -> None:
+        """Run calls concurrently; publish each result as it finishes, with the checkpoint of
+        all finished so far."""
+
+        async def one(call: ToolCall, where: Where, go: Any) -> tuple[ToolCall, Where, ToolOutcome, bool]:
+            structlog.contextvars.bind_contextvars(tool=call.name)  # this task's context only
+            outcome, executed = await go()
+            return call, where, outcome, executed
 
         t0 = time.perf_counter()
-        tasks = [asyncio.ensure_future(one(c)) for c in calls]
+        tasks = [asyncio.ensure_future(one(c, w, go)) for c, w, go in runs]
         try:
-            # results are published as they finish, each with the checkpoint of all finished so far
             for fut in asyncio.as_completed(tasks):
-                call, outcome, executed = await fut
+                call, where, outcome, executed = await fut
                 text = outcome.content if outcome.ok else (outcome.error or "the tool failed")
                 state.messages.append(Message(role="tool", tool_call_id=call.id, name=call.name, content=text))
                 log.info(
                     "tool result",
                     tool=call.name,
+                    where=where,
                     ok=outcome.ok,
                     executed=executed,
                     duration_ms=round(outcome.duration_ms, 2),
@@ -412,8 +525,17 @@ class ConversationLoop:
                     duration_ms=outcome.duration_ms,
                     executed=executed,
                     checkpoint=state.checkpoint(),
+                    where=where,
                 )
         finally:
             for t in tasks:
                 t.cancel()
             state.tools_ms += (time.perf_counter() - t0) * 1000
+
+
+def _interrupted_text(call: ToolCall) -> str:
+    return (
+        f"The call to {call.name} was interrupted before its result was recorded (the worker running "
+        "it stopped), so it may or may not have taken effect. Check before relying on it, and call "
+        "it again only if doing it twice is safe."
+    )

@@ -47,9 +47,9 @@ def check(settings: WorkerSettings, engine: str = "llama") -> None:
             )
         if not Path(settings.model_path).is_file():
             raise CommandError(f"model file not found: {settings.model_path}")
+    from toolq.tools import ToolLoadError, load_tool_modules
     from worker.formats import get_format
     from worker.templates import ChatTemplate, TemplateError
-    from worker.tools import ToolLoadError, load_tool_modules
 
     try:
         get_format(settings.tool_format)

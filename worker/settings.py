@@ -62,6 +62,13 @@ class WorkerSettings(BaseSettings):
     max_jobs: int | None = Field(default=None, ge=1)  # None: one job per slot of the engine
     job_timeout_s: float = Field(default=300.0, gt=0)  # default per job
     job_timeout_cap_s: float = Field(default=3600.0, gt=0)  # what a job may ask for at most
+    # A job paused for its caller (client tools, approvals) ends with action_timeout after this;
+    # a request's action_timeout_s may ask for less, or more up to the cap.
+    action_timeout_s: float = Field(default=3600.0, gt=0)
+    action_timeout_cap_s: float = Field(default=86400.0, gt=0)
+    # MCP servers whose tools this worker serves, as JSON: [{"name": ..., "command": [...]} or
+    # {"name": ..., "url": ...}] (worker/sources/mcp.py).
+    mcp_servers: str | None = None
     lease_ms: int = Field(default=2000, ge=200)
     heartbeat_ms: int = Field(default=500, ge=50)
     poll_delay_s: float = Field(default=0.5, gt=0)  # arq's queue poll; wake tokens make pickup immediate

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from toolq.arq_link import StalledPickups
 from toolq.jobstore import JobStore
 from toolq.leases import Leases
+from toolq.tools import ToolRegistry
 from worker.generation import Engine
 from worker.loop import ConversationLoop
 from worker.metrics import EngineWatch
 from worker.settings import WorkerSettings
-from worker.tools import ToolRegistry
 
 
 @dataclass

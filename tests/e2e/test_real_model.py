@@ -114,9 +114,9 @@ async def test_second_iteration_evaluates_only_new_tokens(engine):
 
 
 async def test_required_grammar_gives_a_valid_call(engine):
+    from toolq.tools import load_tool_modules
     from worker.formats import get_format
     from worker.generation import GenerationRequest
-    from worker.tools import load_tool_modules
 
     fmt = get_format("hermes")
     tools = load_tool_modules(["worker.demo_tools"]).specs(["calculate_zorbix"])

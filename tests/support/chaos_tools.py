@@ -14,7 +14,7 @@ import os
 import redis.asyncio as aioredis
 import structlog
 
-from worker.tools import tool
+from toolq.tools import tool
 
 RAN_PREFIX = "chaos:ran:"  # + marker: how many times the call ran
 RUNS_PREFIX = "chaos:runs:"  # + marker: one "attempt <n> pid <pid>" entry per run, to diagnose a repeat

@@ -14,7 +14,7 @@ import asyncio
 import os
 from typing import Literal
 
-from worker.tools import tool
+from toolq.tools import tool
 
 DELAY_ENV = "TOOLQ_BENCH_TOOL_DELAY_S"
 

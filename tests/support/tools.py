@@ -9,7 +9,7 @@ import os
 import redis
 import structlog
 
-from worker.tools import tool
+from toolq.tools import tool
 
 
 def _redis() -> redis.Redis:

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from toolq.protocol import JobRequest, Message, ToolCall
+from toolq.tools import ToolRegistry
 from worker.formats import get_format
 from worker.generation import GenerationRequest
 from worker.loop import Aborted, ConversationLoop, LoopState
 from worker.scripted import ScriptedEngine
 from worker.templates import TEMPLATES_DIR, ChatTemplate
-from worker.tools import ToolRegistry
 
 
 def call(name: str, **args: Any) -> str:
@@ -33,12 +33,12 @@ class Sink:
         self.checkpoints: list[dict] = []
         self.call_checkpoints: list[dict] = []  # taken when a turn's calls are announced
 
-    async def tool_call(self, call: ToolCall, iteration: int, *, checkpoint=None) -> None:
+    async def tool_call(self, call: ToolCall, iteration: int, *, checkpoint=None, **kw) -> None:
         self.events.append(("tool_call", (call.name, call.arguments, iteration)))
         if checkpoint is not None:
             self.call_checkpoints.append(checkpoint)
 
-    async def tool_result(self, call: ToolCall, *, ok, content, error, duration_ms, executed, checkpoint) -> None:
+    async def tool_result(self, call: ToolCall, *, ok, content, error, duration_ms, executed, checkpoint, **kw) -> None:
         self.events.append(("tool_result", (call.name, ok, content, error, executed)))
         self.checkpoints.append(checkpoint)
 
@@ -230,8 +230,9 @@ async def test_parallel_tool_calls_off_limits_the_grammar_to_one_call(registry):
     await loop.run(req(tool_choice="required", parallel_tool_calls=False), Sink())
     await loop.run(req(parallel_tool_calls=True), Sink())
     single, _, multi, _ = engine.requests
-    assert single.grammar == loop.fmt.call_grammar(loop.job_tools(req()))
-    assert multi.grammar == loop.fmt.grammar(loop.job_tools(req()), required=True)
+    specs = (await loop.tools.box(req())).specs()
+    assert single.grammar == loop.fmt.call_grammar(specs)
+    assert multi.grammar == loop.fmt.grammar(specs, required=True)
     assert multi.grammar_trigger == "<tool_call>"
 
 

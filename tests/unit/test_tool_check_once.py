@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import json
 
-import worker.tools.registry as registry_module
+import toolq.tools.registry as registry_module
 from toolq.protocol import JobRequest, Message
+from toolq.tools import ToolRegistry
 from worker.formats import get_format
 from worker.loop import ConversationLoop
 from worker.scripted import ScriptedEngine
 from worker.templates import TEMPLATES_DIR, ChatTemplate
-from worker.tools import ToolRegistry
 
 
 class _Sink:
-    async def tool_call(self, call, iteration, *, checkpoint=None) -> None: ...
+    async def tool_call(self, call, iteration, **kw) -> None: ...
 
     async def tool_result(self, call, **kw) -> None: ...
 

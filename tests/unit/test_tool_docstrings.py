@@ -1,10 +1,10 @@
-"""Descriptions from Google-style docstrings (worker/tools/docstrings.py), beyond what the registry
+"""Descriptions from Google-style docstrings (toolq/tools/docstrings.py), beyond what the registry
 tests in test_tools.py pin through specs."""
 
 from __future__ import annotations
 
-from worker.tools import ToolRegistry
-from worker.tools.docstrings import ToolDoc, parse_docstring
+from toolq.tools import ToolRegistry
+from toolq.tools.docstrings import ToolDoc, parse_docstring
 
 
 def test_summary_is_the_first_paragraph_in_one_line():

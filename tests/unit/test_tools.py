@@ -16,8 +16,7 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from worker import demo_tools
-from worker.tools import (
+from toolq.tools import (
     REGISTRY,
     ToolLoadError,
     ToolOutcome,
@@ -26,6 +25,7 @@ from worker.tools import (
     UnknownToolError,
     load_tool_modules,
 )
+from worker import demo_tools
 
 
 class Color(enum.Enum):

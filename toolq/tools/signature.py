@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
-from worker.tools.errors import ToolRegistrationError
+from toolq.tools.errors import ToolRegistrationError
 
 __all__ = ["arguments_model", "order_keys", "parameters_schema"]
 

@@ -8,7 +8,7 @@ written for the model to read and correct itself.
 
 Tool modules register on the module-level ``REGISTRY``::
 
-    from worker.tools import tool
+    from toolq.tools import tool
 
     @tool
     def get_time(zone: str) -> str:
@@ -20,11 +20,11 @@ function), ``signature`` (its argument model and schema), ``docstrings`` (its de
 ``threads`` and ``results`` (running a call and what it produced), ``errors``.
 """
 
-from worker.tools.errors import ToolLoadError, ToolRegistrationError, UnknownToolError
-from worker.tools.function import Tool
-from worker.tools.registry import REGISTRY, ToolRegistry, load_tool_modules, tool
-from worker.tools.results import ToolOutcome
-from worker.tools.validation import CheckedCall
+from toolq.tools.errors import ToolLoadError, ToolRegistrationError, UnknownToolError
+from toolq.tools.function import Tool
+from toolq.tools.registry import REGISTRY, ToolRegistry, load_tool_modules, tool
+from toolq.tools.results import ToolOutcome
+from toolq.tools.validation import CheckedCall
 
 __all__ = [
     "REGISTRY",

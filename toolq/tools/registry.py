@@ -10,13 +10,13 @@ import importlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from worker.tools.errors import ToolLoadError, ToolRegistrationError, UnknownToolError
-from worker.tools.execution import run_call
-from worker.tools.function import Tool, make_tool
-from worker.tools.messages import unknown_tool
-from worker.tools.results import ToolOutcome
-from worker.tools.threads import DEFAULT_MAX_THREADS, ToolThreads
-from worker.tools.validation import CheckedCall, check_arguments
+from toolq.tools.errors import ToolLoadError, ToolRegistrationError, UnknownToolError
+from toolq.tools.execution import run_call
+from toolq.tools.function import Tool, make_tool
+from toolq.tools.messages import unknown_tool
+from toolq.tools.results import ToolOutcome
+from toolq.tools.threads import DEFAULT_MAX_THREADS, ToolThreads
+from toolq.tools.validation import CheckedCall, check_arguments
 
 __all__ = ["DEFAULT_TIMEOUT_S", "REGISTRY", "ToolRegistry", "load_tool_modules", "tool"]
 
@@ -43,14 +43,17 @@ class ToolRegistry:
         name: str | None = None,
         description: str | None = None,
         timeout_s: float | None = None,
+        requires_approval: bool = False,
     ) -> Any:
-        """Decorator: ``@registry.tool`` or ``@registry.tool(name=..., timeout_s=...)``.
+        """Decorator: ``@registry.tool`` or ``@registry.tool(name=..., timeout_s=..., requires_approval=True)``.
 
         Returns the function unchanged, so it stays directly callable in tests.
         """
         if fn is None:
-            return lambda f: self.tool(f, name=name, description=description, timeout_s=timeout_s)
-        self.register(fn, name=name, description=description, timeout_s=timeout_s)
+            return lambda f: self.tool(
+                f, name=name, description=description, timeout_s=timeout_s, requires_approval=requires_approval
+            )
+        self.register(fn, name=name, description=description, timeout_s=timeout_s, requires_approval=requires_approval)
         return fn
 
     def register(
@@ -60,8 +63,9 @@ class ToolRegistry:
         name: str | None = None,
         description: str | None = None,
         timeout_s: float | None = None,
+        requires_approval: bool = False,
     ) -> Tool:
-        new = make_tool(fn, name, description, timeout_s)
+        new = make_tool(fn, name, description, timeout_s, requires_approval)
         existing = self._tools.get(new.name)
         if existing is not None:
             where = f"{getattr(existing.fn, '__module__', '?')}.{getattr(existing.fn, '__qualname__', '?')}"

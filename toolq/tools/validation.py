@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from worker.tools.function import Tool
-from worker.tools.messages import argument_errors, not_an_object
+from toolq.tools.function import Tool
+from toolq.tools.messages import argument_errors, not_an_object
 
 __all__ = ["CheckedCall", "check_arguments"]
 
@@ -25,7 +25,7 @@ class CheckedCall:
     (the validated, coerced values keyed by the function's parameter names)."""
 
     name: str
-    tool: Tool | None
+    tool: Any  # the Tool or SchemaTool it was checked against; None for an unknown tool
     errors: list[str]
     kwargs: dict[str, Any] | None
 

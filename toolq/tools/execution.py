@@ -14,13 +14,13 @@ from typing import Any
 
 import structlog
 
-from worker.tools.function import Tool
-from worker.tools.results import ToolOutcome, render_result
-from worker.tools.threads import ToolThreads
+from toolq.tools.function import Tool
+from toolq.tools.results import ToolOutcome, render_result
+from toolq.tools.threads import ToolThreads
 
 __all__ = ["run_call"]
 
-log = structlog.get_logger("worker.tools")  # one logger name for the whole tool package
+log = structlog.get_logger("toolq.tools")  # one logger name for the whole tool package
 
 
 class _TimedOut(Exception):

@@ -5,21 +5,18 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
-from worker.tools.docstrings import parse_docstring
-from worker.tools.errors import ToolRegistrationError
-from worker.tools.signature import arguments_model, order_keys, parameters_schema
+from toolq.tools.docstrings import parse_docstring
+from toolq.tools.errors import ToolRegistrationError
+from toolq.tools.schemas import NAME_RE
+from toolq.tools.signature import arguments_model, order_keys, parameters_schema
 
 __all__ = ["Tool", "make_tool"]
-
-# OpenAI's rule for function names; it also keeps names safe inside GBNF string literals.
-_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -33,6 +30,7 @@ class Tool:
     model: type[BaseModel] = dataclasses.field(repr=False)
     # internal pydantic field name -> the function's parameter name (see signature.arguments_model)
     field_names: dict[str, str] = dataclasses.field(repr=False)
+    requires_approval: bool = False  # every call waits for the caller's approval (the job pauses)
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI function spec; a fresh copy, so callers may mutate it."""
@@ -51,12 +49,13 @@ def make_tool(
     name: str | None = None,
     description: str | None = None,
     timeout_s: float | None = None,
+    requires_approval: bool = False,
 ) -> Tool:
     """The Tool for ``fn``; raises ToolRegistrationError when ``fn`` cannot be one."""
     if not callable(fn):
         raise ToolRegistrationError(f"@tool needs a function, got {type(fn).__name__}")
     tool_name = name or getattr(fn, "__name__", None) or type(fn).__name__
-    if not _NAME_RE.match(tool_name):
+    if not NAME_RE.match(tool_name):
         raise ToolRegistrationError(f"tool name {tool_name!r} is invalid: use 1-64 letters, digits, '_' or '-'")
     if timeout_s is not None and not timeout_s > 0:
         raise ToolRegistrationError(f"tool {tool_name!r}: timeout_s must be > 0, got {timeout_s}")
@@ -76,6 +75,7 @@ def make_tool(
         timeout_s=timeout_s,
         model=model,
         field_names=field_names,
+        requires_approval=requires_approval,
     )
 
 
