@@ -200,6 +200,10 @@ class JobRequest(_Model):
     timeout_s: float | None = Field(default=None, gt=0, le=86400)
     # How long a pause (client tools, approvals) may wait for the caller; capped by the operator.
     action_timeout_s: float | None = Field(default=None, gt=0, le=7 * 86400)
+    # When the model calls a client tool: "pause" the job until the caller posts the result
+    # (requires_action), or "end" it with finish_reason "tool_calls" and the calls in the result,
+    # as OpenAI's Chat Completions does (the caller sends a new job with the results).
+    on_client_tool: Literal["pause", "end"] = "pause"
     metadata: dict[str, Any] = Field(default_factory=dict)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
 
@@ -312,7 +316,7 @@ class JobStatus(str, Enum):
     cancelled = "cancelled"
 
 
-FinishReason = Literal["stop", "max_iterations", "length", "cancelled", "timeout", "error"]
+FinishReason = Literal["stop", "max_iterations", "length", "cancelled", "timeout", "error", "tool_calls"]
 
 
 class Usage(_Model):
@@ -364,3 +368,5 @@ class JobResult(_Model):
     timings: Timings = Field(default_factory=Timings)
     error: ErrorInfo | None = None
     attempt: int = 1
+    # finish_reason "tool_calls" (on_client_tool "end"): the client tool calls left for the caller
+    tool_calls: list[ToolCall] | None = None

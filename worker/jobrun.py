@@ -19,10 +19,13 @@ from toolq.protocol import (
     ErrorInfo,
     EventType,
     FinishReason,
+    FunctionCall,
     JobRequest,
     JobResult,
     JobStatus,
+    PendingAction,
     Timings,
+    ToolCall,
     now_ms,
 )
 from worker.cancel import watch_cancel
@@ -131,7 +134,10 @@ async def _finish(
 
     try:
         if outcome is not None and outcome.finish_reason == "requires_action":
-            return await _pause(state, request, running, outcome, bound)
+            if request.on_client_tool == "end" and all(p.kind == "client" for p in outcome.pending):
+                outcome.finish_reason = "tool_calls"  # the caller runs them and sends a new job
+            else:
+                return await _pause(state, request, running, outcome, bound)
         if outcome is not None:
             ls = outcome.state
             result = JobResult(
@@ -144,6 +150,7 @@ async def _finish(
                 usage=ls.usage,
                 timings=timings(ls),
                 attempt=running.attempt,
+                tool_calls=_calls(outcome.pending) if outcome.finish_reason == "tool_calls" else None,
             )
             await events.end(
                 EventType.final,
@@ -152,6 +159,11 @@ async def _finish(
                     "finish_reason": outcome.finish_reason,
                     "iterations": ls.iterations,
                     "usage": ls.usage.model_dump(),
+                    **(
+                        {"tool_calls": [c.model_dump(mode="json") for c in result.tool_calls]}
+                        if result.tool_calls
+                        else {}
+                    ),
                 },
                 result,
             )
@@ -189,6 +201,10 @@ async def _finish(
     except JobEnded as e:
         bound.info("job ended elsewhere", reason=e.reason)
         return "ended"
+
+
+def _calls(pending: list[PendingAction]) -> list[ToolCall]:
+    return [ToolCall(id=p.id, function=FunctionCall(name=p.name, arguments=p.arguments)) for p in pending]
 
 
 async def _pause(state: WorkerState, request: JobRequest, running: RunningJob, outcome: Any, bound: Any) -> str:

@@ -255,7 +255,7 @@ class ConversationLoop:
                 continue
             waiting = await self._run_calls(calls, box, sink, state)
             if waiting:
-                return LoopOutcome("", "requires_action", state, waiting)
+                return LoopOutcome(parsed.content, "requires_action", state, waiting)
 
     # ------------------------------------------------------------------ pieces
 
