@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from tests.unit.test_loop import Sink, call, make_loop
 from toolq.protocol import FunctionTool, JobRequest, Message
 from toolq.tools import ToolRegistry
 from worker.loop import LoopState
-from tests.unit.test_loop import Sink, call, make_loop
 
 
 @pytest.fixture
