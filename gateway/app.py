@@ -10,7 +10,7 @@ import structlog
 from fastapi import FastAPI
 from redis.exceptions import RedisError
 
-from gateway import catalog, errors, health, jobs
+from gateway import actions, catalog, errors, health, jobs
 from gateway.auth import KeyRing
 from gateway.fleet import FleetView
 from gateway.limits import BodySizeLimit
@@ -84,6 +84,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.settings = settings
     errors.install(app)
     app.include_router(jobs.router)
+    app.include_router(actions.router)
     app.include_router(catalog.router)
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

@@ -96,8 +96,8 @@ def apply_caps(request: JobRequest, settings: GatewaySettings) -> JobRequest:
             if name in given:
                 raise LimitExceeded(f"{name} {value} is above the limit of {cap}", field=name)
             setattr(request, name, cap)
-    if request.timeout_s is not None and request.timeout_s > s.timeout_cap_s:
-        raise LimitExceeded(
-            f"timeout_s {request.timeout_s:g} is above the limit of {s.timeout_cap_s:g}", field="timeout_s"
-        )
+    for name, limit in (("timeout_s", s.timeout_cap_s), ("action_timeout_s", s.action_timeout_cap_s)):
+        asked = getattr(request, name)
+        if asked is not None and asked > limit:
+            raise LimitExceeded(f"{name} {asked:g} is above the limit of {limit:g}", field=name)
     return request

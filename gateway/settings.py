@@ -34,6 +34,7 @@ class GatewaySettings(BaseSettings):
     max_tokens_cap: int = Field(default=4096, ge=1)
     max_iterations_cap: int = Field(default=20, ge=1)
     timeout_cap_s: float = Field(default=3600.0, gt=0)
+    action_timeout_cap_s: float = Field(default=86400.0, gt=0)  # how long a paused job may wait on its caller
     max_queue_depth: int = Field(default=1000, ge=1)  # per model: jobs queued or running
     retry_after_s: int = Field(default=2, ge=1)
 

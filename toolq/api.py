@@ -6,11 +6,19 @@ client SDK returns them, typed.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from toolq.protocol import JobResult, JobStatus
+from toolq.protocol import (
+    MAX_REASON_CHARS,
+    MAX_TOOL_RESULT_BYTES,
+    JobResult,
+    JobStatus,
+    PendingAction,
+    RequiredAction,
+)
 
 
 class Links(BaseModel):
@@ -50,6 +58,9 @@ class JobView(BaseModel):
     created_ms: int
     finished_ms: int | None = None
     result: JobResult | None = Field(default=None, description="present once the job has ended")
+    required_action: RequiredAction | None = Field(
+        default=None, description="while the job is paused (requires_action): the calls still unanswered"
+    )
     links: Links
 
     @classmethod
@@ -63,8 +74,65 @@ class JobView(BaseModel):
             created_ms=int(rec.get("created_ms", 0)),
             finished_ms=int(rec["finished_ms"]) if rec.get("finished_ms") else None,
             result=JobResult.model_validate_json(rec["result"]) if rec.get("result") else None,
+            required_action=required_action(rec),
             links=Links.of(job_id),
         )
+
+
+def required_action(rec: dict[str, str]) -> RequiredAction | None:
+    """The calls a paused job still waits on, from its record (toolq/lua/pause.lua writes them)."""
+    if rec.get("status") != JobStatus.requires_action.value or not rec.get("actions"):
+        return None
+    actions: dict[str, dict[str, Any]] = json.loads(rec["actions"])
+    calls = [
+        PendingAction.model_validate({k: v for k, v in a.items() if k != "answer"})
+        for a in actions.values()
+        if a.get("answer") is None
+    ]
+    return RequiredAction(calls=calls, deadline_ms=int(rec.get("action_deadline_ms") or 0))
+
+
+# ---------------------------------------------------------------------- answers to a paused job
+
+
+class ToolResult(BaseModel):
+    """The caller's result for one call of a client tool (POST /v1/jobs/{id}/tool_results)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool_call_id: str = Field(min_length=1, max_length=128)
+    content: str = Field(
+        max_length=MAX_TOOL_RESULT_BYTES,
+        description=f"what the tool returned, as text; at most {MAX_TOOL_RESULT_BYTES} bytes of UTF-8",
+    )
+    is_error: bool = Field(default=False, strict=True, description="the tool failed; content says why")
+
+    @field_validator("content")
+    @classmethod
+    def _bounded(cls, v: str) -> str:
+        size = len(v.encode("utf-8"))  # pydantic already refused lone surrogates
+        if size > MAX_TOOL_RESULT_BYTES:
+            raise ValueError(f"content is {size} bytes of UTF-8, above the limit of {MAX_TOOL_RESULT_BYTES}")
+        return v
+
+    def answer(self) -> dict[str, Any]:
+        """As recorded in the job's ``actions`` and read by the worker's loop on resume."""
+        return {"content": self.content, "is_error": self.is_error}
+
+
+class ApprovalDecision(BaseModel):
+    """The caller's decision on one call that needs approval (POST /v1/jobs/{id}/approvals)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool_call_id: str = Field(min_length=1, max_length=128)
+    approved: bool = Field(strict=True)  # "yes" or 1 is not a decision
+    reason: str | None = Field(
+        default=None, max_length=MAX_REASON_CHARS, description="why; a denied call's tool response quotes it"
+    )
+
+    def answer(self) -> dict[str, Any]:
+        return {"approved": self.approved, "reason": self.reason}
 
 
 class CancelView(BaseModel):

@@ -34,6 +34,20 @@ Watching without the SDK: every event of every job is published on the Redis cha
                 event = json.loads(msg["data"])          # {"job_id", "seq", "type", "ts", "data"}
                 print(event["job_id"], event["type"])
 
+Tools that the caller runs itself: the job pauses (status ``requires_action``) when the model calls
+one, and resumes once the results are posted. ``run`` does all of it with plain Python functions,
+and asks ``approve`` about calls that need approval::
+
+    def lookup_user(name: str) -> str:
+        \"\"\"Look a user up in our directory.\"\"\"
+        return directory[name]
+
+    result = await client.run("Who is ann?", client_tools=[lookup_user], approve=lambda call: True)
+
+By hand: follow the events; on ``requires_action`` its ``data["calls"]`` lists the calls, answered
+with ``submit_tool_results(job_id, [{"tool_call_id": ..., "content": ...}])`` or
+``submit_approvals(job_id, [{"tool_call_id": ..., "approved": True}])``.
+
 Pub/sub delivers only what happens while subscribed; ``Client.events`` also replays what came
 before and never loses an event across a reconnect.
 """
@@ -42,7 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncGenerator, Awaitable, Coroutine, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -51,8 +65,9 @@ from httpx_sse import aconnect_sse
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from toolq import errors
-from toolq.api import JobView, ModelView, ToolSpec
-from toolq.protocol import Event, JobRequest, JobResult, JobStatus, Message
+from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
+from toolq.client_tools import Approver, ClientTools
+from toolq.protocol import ActionKind, Event, EventType, JobRequest, JobResult, JobStatus, Message, PendingAction
 
 if TYPE_CHECKING:
     from toolq.jobstore import JobStore
@@ -60,6 +75,7 @@ if TYPE_CHECKING:
 __all__ = ["Client", "ClientSettings", "SyncClient"]
 
 T = TypeVar("T")
+Functions = Mapping[str, Callable[..., Any]] | Sequence[Callable[..., Any]]
 
 DIRECT_TENANT = "default"  # direct-mode jobs belong to the tenant an open gateway uses
 
@@ -266,6 +282,80 @@ class Client:
             return await self._direct(self._jobs.cancel(job_id), job_id)
         return JobStatus((await self._call("POST", f"/v1/jobs/{job_id}/cancel"))["status"])
 
+    # ------------------------------------------------------------------ paused jobs
+
+    async def submit_tool_results(self, job_id: str, results: Sequence[ToolResult | dict[str, Any]]) -> JobView:
+        """Post the results of client-executed calls of a paused job (``{tool_call_id, content,
+        is_error?}`` each); the job resumes once every call it waits on is answered."""
+        checked = [ToolResult.model_validate(r) for r in results]
+        return await self._post_answers(job_id, "tool_results", checked, "client")
+
+    async def submit_approvals(self, job_id: str, decisions: Sequence[ApprovalDecision | dict[str, Any]]) -> JobView:
+        """Approve or deny calls of a paused job (``{tool_call_id, approved, reason?}`` each)."""
+        checked = [ApprovalDecision.model_validate(d) for d in decisions]
+        return await self._post_answers(job_id, "approvals", checked, "approval")
+
+    async def _post_answers(
+        self, job_id: str, path: str, answers: Sequence[ToolResult | ApprovalDecision], kind: ActionKind
+    ) -> JobView:
+        if self.direct:
+            pairs = [(a.tool_call_id, a.answer()) for a in answers]
+            await self._direct(self._jobs.answer_actions(job_id, pairs, kind), job_id)
+            return await self.job(job_id)
+        body = [a.model_dump(mode="json") for a in answers]
+        return JobView.model_validate(await self._call("POST", f"/v1/jobs/{job_id}/{path}", json=body))
+
+    async def run(
+        self,
+        request: JobRequest | str | None = None,
+        *,
+        client_tools: Functions = (),
+        approve: Approver | None = None,
+        timeout: float | None = None,
+        tool_timeout_s: float = 300.0,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> JobResult:
+        """Submit a job whose ``client_tools`` (Python functions, sync or async, by name or a list)
+        run here, answer every pause until the job ends, and return its result.
+
+        The functions are offered to the model alongside the request's ``tools`` (with ``tools``
+        unset, the job gets only them). Calls that need approval are put to ``approve(call) ->
+        bool | (bool, reason)``; without it they are denied. A function that raises answers with
+        an error result, as a worker's tool does.
+        """
+        tools = ClientTools(client_tools, approve=approve, timeout_s=tool_timeout_s)
+        req = build_request(request, **fields)
+        have = set(req.tool_names())
+        extra = [d for d in tools.definitions() if d.name not in have]
+        if extra:
+            req = build_request(req, tools=[*(req.tools or []), *extra])
+        job_id = await self.submit(req, idempotency_key=idempotency_key)
+
+        async def follow() -> JobResult:
+            async for event in self.events(job_id):
+                if event.type == EventType.requires_action:
+                    await self._answer_pause(
+                        job_id, [PendingAction.model_validate(c) for c in event.data["calls"]], tools
+                    )
+            return await self.result(job_id)
+
+        try:
+            return await asyncio.wait_for(follow(), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"job {job_id} did not end within {timeout} s") from None
+
+    async def _answer_pause(self, job_id: str, calls: list[PendingAction], tools: ClientTools) -> None:
+        decisions = [await tools.decision(c) for c in calls if c.kind == "approval"]
+        results = [await tools.result(c) for c in calls if c.kind == "client"]
+        try:
+            if decisions:
+                await self.submit_approvals(job_id, decisions)
+            if results:
+                await self.submit_tool_results(job_id, results)
+        except errors.Conflict:
+            pass  # the job ended (cancelled, past its deadline) meanwhile: its terminal event follows
+
     # ------------------------------------------------------------------ catalog
 
     async def tools(self) -> list[ToolSpec]:
@@ -360,6 +450,26 @@ class SyncClient:
 
     def cancel(self, job_id: str) -> JobStatus:
         return self._run(self._client.cancel(job_id))
+
+    def submit_tool_results(self, job_id: str, results: Sequence[ToolResult | dict[str, Any]]) -> JobView:
+        return self._run(self._client.submit_tool_results(job_id, results))
+
+    def submit_approvals(self, job_id: str, decisions: Sequence[ApprovalDecision | dict[str, Any]]) -> JobView:
+        return self._run(self._client.submit_approvals(job_id, decisions))
+
+    def run(
+        self,
+        request: JobRequest | str | None = None,
+        *,
+        client_tools: Functions = (),
+        approve: Approver | None = None,
+        timeout: float | None = None,
+        **fields: Any,
+    ) -> JobResult:
+        """Client.run: the functions and ``approve`` are called on the client's own thread."""
+        return self._run(
+            self._client.run(request, client_tools=client_tools, approve=approve, timeout=timeout, **fields)
+        )
 
     def tools(self) -> list[ToolSpec]:
         return self._run(self._client.tools())

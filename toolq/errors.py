@@ -49,6 +49,18 @@ class LimitExceeded(InvalidRequest):
     code = "limit_exceeded"
 
 
+class UnknownToolCall(InvalidRequest):
+    """An answer names a tool call the paused job does not wait on."""
+
+    code = "unknown_tool_call"
+
+
+class WrongActionKind(InvalidRequest):
+    """A tool result for a call that waits on an approval, or an approval for a client tool's call."""
+
+    code = "wrong_action_kind"
+
+
 class BadRequest(ToolqError):
     status, code = 400, "bad_request"
 
@@ -65,6 +77,26 @@ class JobNotFoundError(NotFound):
     """No such job for this caller: never created, expired, or another tenant's (all look alike)."""
 
     code = "job_not_found"
+
+
+class Conflict(ToolqError):
+    """The job is not in a state that allows this (HTTP 409); the job is unchanged."""
+
+    status, code = 409, "conflict"
+
+
+class AlreadyAnswered(Conflict):
+    code = "already_answered"
+
+
+class NotPaused(Conflict):
+    """Answers for a job that is queued or running (it waits on nobody)."""
+
+    code = "not_paused"
+
+
+class JobAlreadyEnded(Conflict):
+    code = "job_ended"
 
 
 class BodyTooLarge(ToolqError):
@@ -101,6 +133,12 @@ BY_CODE: dict[str, type[ToolqError]] = {
         Unauthorized,
         NotFound,
         JobNotFoundError,
+        UnknownToolCall,
+        WrongActionKind,
+        Conflict,
+        AlreadyAnswered,
+        NotPaused,
+        JobAlreadyEnded,
         BodyTooLarge,
         QueueFull,
         Unavailable,

@@ -9,19 +9,31 @@ live in one spot:
 - a job has exactly one terminal event: once one is written, every later write is refused;
 - a write can be fenced by attempt number, so a worker whose job was taken over (its lease ran
   out: toolq/leases.py) can never publish into the resumed job;
-- a submission, idempotency included, is one script too (toolq/lua/submit.lua).
+- a submission, idempotency included, is one script too (toolq/lua/submit.lua);
+- a paused job's answers are recorded, and the job resumed once all are in, by one script
+  (toolq/lua/answer.lua), so a call is answered at most once and a refusal changes nothing.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from toolq import arq_link, keys
 from toolq.arq_link import connect
+from toolq.errors import (
+    AlreadyAnswered,
+    Conflict,
+    InvalidRequest,
+    JobAlreadyEnded,
+    NotPaused,
+    UnknownToolCall,
+    WrongActionKind,
+)
 from toolq.protocol import (
     TERMINAL_EVENTS,
+    ActionKind,
     Event,
     EventType,
     JobRequest,
@@ -84,6 +96,49 @@ def _event_parts(job_id: str, type: EventType, data: dict[str, Any] | None, ts: 
     return head, tail
 
 
+_WAITS_ON = {"client": "a tool result", "approval": "an approval"}
+_ENDPOINT = {"client": "tool_results", "approval": "approvals"}
+
+
+def _check_paused(job_id: str, ended: bool, status: str) -> None:
+    if ended:
+        raise JobAlreadyEnded(f"job {job_id} has ended ({status}); it takes no more answers", field="job_id")
+    if status != JobStatus.requires_action.value:
+        raise NotPaused(
+            f"job {job_id} is {status}, not waiting on its caller (status requires_action); there is nothing to answer",
+            field="job_id",
+        )
+
+
+def _answered(
+    job_id: str, actions: dict[str, dict[str, Any]], answers: Sequence[tuple[str, dict[str, Any]]], kind: ActionKind
+) -> dict[str, dict[str, Any]]:
+    """The job's actions with the answers recorded; raises on the first answer that cannot be."""
+    seen: set[str] = set()
+    for i, (call_id, answer) in enumerate(answers):
+        field = f"[{i}].tool_call_id"
+        action = actions.get(call_id)
+        if call_id in seen:
+            raise InvalidRequest(f"tool_call_id {call_id!r} is answered twice in this post", field=field)
+        if action is None:
+            waits = ", ".join(repr(c) for c, a in actions.items() if a.get("answer") is None) or "nothing"
+            raise UnknownToolCall(
+                f"tool_call_id {call_id!r} is not a call job {job_id} waits on; it waits on: {waits}", field=field
+            )
+        theirs = str(action.get("kind"))
+        if theirs != kind:
+            raise WrongActionKind(
+                f"call {call_id!r} (tool {action.get('name')!r}) waits on {_WAITS_ON.get(theirs, theirs)}, not on "
+                f"{_WAITS_ON[kind]}: post it to /v1/jobs/{job_id}/{_ENDPOINT.get(theirs, theirs)}",
+                field=field,
+            )
+        if action.get("answer") is not None:
+            raise AlreadyAnswered(f"call {call_id!r} of job {job_id} was already answered", field=field)
+        seen.add(call_id)
+        actions[call_id] = {**action, "answer": answer}
+    return actions
+
+
 def _decode(h: dict[bytes, bytes]) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in h.items()}
 
@@ -104,6 +159,7 @@ class JobStore:
         self._emit = Script(redis, "emit")
         self._pause = Script(redis, "pause")
         self._submit = Script(redis, "submit")
+        self._answer = Script(redis, "answer")
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> JobStore:
@@ -246,6 +302,65 @@ class JobStore:
             raise JobEnded(job_id, _REFUSED[seq])
         return seq
 
+    async def answer_actions(
+        self,
+        job_id: str,
+        answers: Sequence[tuple[str, dict[str, Any]]],
+        kind: ActionKind,
+        *,
+        tenant: str | None = None,
+    ) -> bool:
+        """Record the caller's answers to a paused job: (call id, answer) pairs, all of ``kind``.
+        When every call it waits on has its answer, the job is queued again as a new attempt and
+        resumes from its checkpoint; returns whether it was. Partial answers are kept.
+
+        Refuses, changing nothing: JobNotFound (no such job, or not ``tenant``'s), JobAlreadyEnded,
+        NotPaused (queued or running), UnknownToolCall, WrongActionKind, AlreadyAnswered (earlier,
+        or twice in ``answers``).
+        """
+        for _ in range(8):  # -4: someone else answered between our read and our write: look again
+            rec = await self.record(job_id)
+            if tenant is not None and rec.get("tenant") != tenant:
+                raise JobNotFound(job_id)
+            _check_paused(job_id, rec.get("terminal") == "1", rec.get("status", ""))
+            seen = rec.get("actions", "")
+            actions = _answered(job_id, json.loads(seen) if seen else {}, answers, kind)
+            complete = all(a.get("answer") is not None for a in actions.values())
+            attempt = int(rec.get("attempt", 1))
+            model = rec.get("model", "")
+            ts = now_ms()
+            head, tail = _event_parts(
+                job_id, EventType.queued, {"attempt": attempt + 1, "resumed": "requires_action"}, ts
+            )
+            arq = arq_link.arq_job(job_id, model, attempt + 1, ts)
+            code, value = await self._answer(
+                job=keys.job(job_id),
+                log=keys.log(job_id),
+                job_channel=keys.events_channel(job_id),
+                all_channel=keys.EVENTS_ALL,
+                paused=keys.PAUSED,
+                wake=keys.wake(model),
+                job_id=job_id,
+                tenant=tenant,
+                attempt=attempt,
+                seen=seen,
+                actions=json.dumps(actions, ensure_ascii=False, default=str),
+                complete=complete,
+                head=head,
+                tail=tail,
+                maxlen=self.stream_maxlen,
+                wake_backlog=arq_link.WAKE_BACKLOG,
+                **arq,
+            )
+            code, status = int(code), value.decode() if isinstance(value, bytes) else str(value)
+            if code == -3:
+                raise JobNotFound(job_id)
+            if code in (0, -2):
+                _check_paused(job_id, code == 0, status)
+            if code in (1, 2):
+                return code == 2
+        raise Conflict(f"job {job_id} kept changing while its answers were recorded; retry")
+
     async def events(self, job_id: str, after: int = 0, count: int | None = None) -> list[Event]:
         """The job's events with seq > after, from its stream."""
         raw = await self.redis.xrange(keys.log(job_id), min=f"({after}-0" if after else "-", max="+", count=count)
@@ -314,8 +429,8 @@ class JobStore:
     # ------------------------------------------------------------------ cancel
 
     async def cancel(self, job_id: str) -> JobStatus:
-        """Cancel a job. A queued job ends at once; a running one is stopped by its worker,
-        which watches the cancel key between tokens. Returns the status seen."""
+        """Cancel a job. A queued or paused job ends at once; a running one is stopped by its
+        worker, which watches the cancel key between tokens. Returns the status seen."""
         rec = await self.record(job_id)
         if rec.get("terminal") == "1":
             return JobStatus(rec["status"])
@@ -327,17 +442,18 @@ class JobStore:
             attempt=int(rec.get("attempt", 1)),
             messages=JobRequest.model_validate_json(rec["request"]).messages,
         )
-        try:
-            await self.emit(
-                job_id,
-                EventType.cancelled,
-                {"reason": "cancelled while queued"},
-                result=result,
-                only_if_status=JobStatus.queued,
-            )
+        for status, reason in (
+            (JobStatus.queued, "cancelled while queued"),
+            (JobStatus.requires_action, "cancelled while waiting for its caller"),
+        ):
+            try:
+                await self.emit(job_id, EventType.cancelled, {"reason": reason}, result=result, only_if_status=status)
+            except JobEnded:
+                continue
+            if status is JobStatus.requires_action:
+                await self.redis.zrem(keys.PAUSED, job_id)
             return JobStatus.cancelled
-        except JobEnded:
-            return await self.status(job_id)
+        return await self.status(job_id)
 
     async def cancel_requested(self, job_id: str) -> bool:
         return bool(await self.redis.exists(keys.cancel(job_id)))

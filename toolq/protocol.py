@@ -337,13 +337,22 @@ class Timings(_Model):
     total_ms: float = 0.0
 
 
+# What a caller may post to a paused job: results are untrusted text (the worker tokenizes them as
+# plain text), bounded in size; one post answers at most this many calls.
+MAX_TOOL_RESULT_BYTES = 256 * 1024
+MAX_ANSWERS = MAX_TOOLS
+MAX_REASON_CHARS = 4096
+
+ActionKind = Literal["client", "approval"]
+
+
 class PendingAction(_Model):
     """A call a paused job waits on: its result from the client, or an approval."""
 
     id: str  # the tool call id
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
-    kind: Literal["client", "approval"]
+    kind: ActionKind
     where: Where
 
 

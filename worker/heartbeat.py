@@ -12,7 +12,7 @@ from contextlib import suppress
 import structlog
 from redis.exceptions import RedisError
 
-from toolq import arq_link, registry
+from toolq import arq_link, pauses, registry
 from toolq.protocol import now_ms
 from toolq.registry import WorkerInfo
 from worker.state import WorkerState
@@ -22,6 +22,7 @@ log = structlog.get_logger("toolq.worker")
 PRUNE_EVERY = 20  # beats between sweeps of the registry for workers that died without saying goodbye
 UNSTALL_EVERY = 4  # beats between looks for jobs a lost worker took from the queue but never started
 STALL_MS = 10_000  # a pickup is a few milliseconds: one that has not started after this, never will
+EXPIRE_EVERY = 4  # beats between sweeps for paused jobs whose caller missed the deadline
 
 
 async def heartbeat(state: WorkerState) -> None:
@@ -87,6 +88,9 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
         for arq_id in released:
             log.warning("releasing a job a lost worker took but never started", arq_id=arq_id)
             await arq_link.wake(redis, state.model, arq_id)
+    if state.beats % EXPIRE_EVERY == 2:
+        for job_id in await pauses.expire_overdue(state.store):
+            log.info("paused job ran past its action deadline", job_id=job_id)
 
 
 async def deregister(state: WorkerState) -> None:

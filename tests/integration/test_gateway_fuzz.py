@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 import requests
 import schemathesis
@@ -11,26 +13,35 @@ from hypothesis import HealthCheck, settings
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import LiveGateway, private_redis
+from tests.support.pauses import paused_job, pending
 from tests.support.workers import WorkerProcess, write_rules
+from toolq import keys
+from toolq.jobstore import JobStore
 
 KEY = "fuzz-key"
 
 
 @pytest.fixture(scope="module")
-def live():
+def redis_of_live():
     with private_redis() as url:
-        worker = WorkerProcess(url, script=write_rules([("", "ok")])).wait_ready()
-        # Caps low enough that generated values cross them, a queue small enough to fill up.
-        gw = LiveGateway(
-            GatewaySettings(
-                redis_url=url, api_keys={KEY: "fuzz"}, max_queue_depth=20, max_body_bytes=64 * 1024, keepalive_s=0.5
-            )
-        ).start()
-        try:
-            yield gw
-        finally:
-            gw.stop()
-            worker.stop()
+        yield url
+
+
+@pytest.fixture(scope="module")
+def live(redis_of_live):
+    url = redis_of_live
+    worker = WorkerProcess(url, script=write_rules([("", "ok")])).wait_ready()
+    # Caps low enough that generated values cross them, a queue small enough to fill up.
+    gw = LiveGateway(
+        GatewaySettings(
+            redis_url=url, api_keys={KEY: "fuzz"}, max_queue_depth=20, max_body_bytes=64 * 1024, keepalive_s=0.5
+        )
+    ).start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+        worker.stop()
 
 
 @pytest.fixture(scope="module")
@@ -74,3 +85,43 @@ def check(response, case) -> None:
     if response.status_code >= 400 and ctype[0].startswith("application/json"):
         error = response.json()["error"]
         assert error["code"] and error["message"]
+
+
+@pytest.fixture(scope="module")
+def paused(live, redis_of_live):
+    """A job of the fuzz tenant waiting on a client tool's result and on an approval."""
+
+    async def make() -> str:
+        store = JobStore.from_url(redis_of_live)
+        try:
+            return await paused_job(store, pending("call_c", "client"), pending("call_a", "approval"), tenant="fuzz")
+        finally:
+            await store.close()
+
+    return asyncio.run(make())
+
+
+answers = schema.include(path_regex=r"/(tool_results|approvals)$")
+
+
+@answers.parametrize()
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_answer_to_a_paused_job_makes_the_gateway_answer_5xx(case, http, live, redis_of_live, paused):
+    """Generated answers posted to a real paused job: never a 5xx, and a refused one changes nothing.
+    Each body goes again naming a call the job really waits on, so odd contents reach the store."""
+    import redis
+
+    r = redis.Redis.from_url(redis_of_live)
+    case.path_parameters = {"job_id": paused}
+    tries = [None]
+    if isinstance(case.body, list) and case.body and isinstance(case.body[0], dict):
+        tries.append("call_c" if case.path.endswith("/tool_results") else "call_a")
+    for call_id in tries:
+        if call_id is not None:
+            case.body[0]["tool_call_id"] = call_id
+        before = r.hgetall(keys.job(paused)), r.xlen(keys.log(paused))
+        response = case.call(base_url=live.url, session=http, timeout=10)
+        check(response, case)
+        if response.status_code != 200:
+            assert (r.hgetall(keys.job(paused)), r.xlen(keys.log(paused))) == before
+        assert r.hget(keys.job(paused), "status") in (b"requires_action", b"queued")

@@ -1,5 +1,5 @@
--- Shared by submit.lua (`-- include: arq_enqueue.lua`): put one arq job on a queue the way
--- arq's ArqRedis.enqueue_job stores it. toolq/arq_link.py builds every value (key names, the
+-- Shared by submit.lua and answer.lua (`-- include: arq_enqueue.lua`): put one arq job on a
+-- queue the way arq's ArqRedis.enqueue_job stores it. toolq/arq_link.py builds every value (key names, the
 -- payload from arq's own serialize_job, the expiry and the score) and explains why this is not
 -- enqueue_job itself; tests/integration/test_arq_contract.py checks that arq reads it back.
 -- Like enqueue_job, it does nothing while a job or a result of that id exists.

@@ -1,0 +1,61 @@
+"""Answers to a paused job (status ``requires_action``): the results of client-executed tools and
+the decisions on calls that need approval. Once every call the job waits on is answered it is
+queued again and resumes from its checkpoint (toolq/lua/answer.lua)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
+
+from gateway.auth import Tenant
+from gateway.jobs import JobId, owned
+from gateway.state import GatewayState, State
+from toolq.api import ApprovalDecision, ErrorBody, JobView, ToolResult
+from toolq.errors import JobNotFoundError
+from toolq.jobstore import JobNotFound
+from toolq.protocol import MAX_ANSWERS, ActionKind
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 409, 413, 422)}
+
+
+@router.post("/{job_id}/tool_results", response_model=JobView, responses=_ERRORS)
+async def post_tool_results(
+    job_id: JobId,
+    results: Annotated[list[ToolResult], Body(min_length=1, max_length=MAX_ANSWERS)],
+    tenant: Tenant,
+    state: State,
+) -> JobView:
+    """Post the results of client-executed tool calls, as ``[{tool_call_id, content, is_error?}]``.
+
+    Calls may be answered over several posts; the job resumes once none is missing. 409 when a
+    call was already answered or the job is not paused (or has ended); 422 for a call the job
+    does not wait on, or one that waits on an approval instead."""
+    return await _answer(state, tenant, job_id, [(r.tool_call_id, r.answer()) for r in results], "client")
+
+
+@router.post("/{job_id}/approvals", response_model=JobView, responses=_ERRORS)
+async def post_approvals(
+    job_id: JobId,
+    decisions: Annotated[list[ApprovalDecision], Body(min_length=1, max_length=MAX_ANSWERS)],
+    tenant: Tenant,
+    state: State,
+) -> JobView:
+    """Approve or deny calls that need approval, as ``[{tool_call_id, approved, reason?}]``.
+
+    Approved calls run when the job resumes; a denied call's tool response tells the model it was
+    refused, quoting the reason. Errors as for tool_results."""
+    return await _answer(state, tenant, job_id, [(d.tool_call_id, d.answer()) for d in decisions], "approval")
+
+
+async def _answer(
+    state: GatewayState, tenant: str, job_id: str, answers: list[tuple[str, dict[str, Any]]], kind: ActionKind
+) -> JobView:
+    await owned(state, job_id, tenant)
+    try:
+        await state.store.answer_actions(job_id, answers, kind, tenant=tenant)
+        return JobView.of_record(job_id, await owned(state, job_id, tenant))
+    except JobNotFound:
+        raise JobNotFoundError(f"job {job_id!r} not found", field="job_id") from None

@@ -1,0 +1,71 @@
+"""The deadline of a paused job: one that waits on its caller past ``action_deadline_ms`` ends with
+``error`` code ``action_timeout``.
+
+Paused jobs are indexed in ``keys.PAUSED`` by deadline (toolq/lua/pause.lua adds them; an answer
+that resumes the job, or a cancel, removes them). Any worker sweeps it from its heartbeat
+(worker/heartbeat.py). The error is written only while the job is still paused under the attempt
+the sweep read, so an answer that lands first wins, and a job that was resumed and paused again
+keeps its new deadline.
+"""
+
+from __future__ import annotations
+
+import json
+
+from toolq import keys
+from toolq.jobstore import JobEnded, JobNotFound, JobStore
+from toolq.protocol import ErrorCode, ErrorInfo, EventType, JobRequest, JobResult, JobStatus, Message, now_ms
+
+
+async def expire_overdue(store: JobStore, *, limit: int = 100) -> list[str]:
+    """End every paused job whose deadline has passed; returns their ids."""
+    now = now_ms()
+    overdue = await store.redis.zrangebyscore(keys.PAUSED, "-inf", now, start=0, num=limit)
+    ended = []
+    for raw in overdue:
+        job_id = raw.decode()
+        try:
+            if await _expire(store, job_id, now):
+                ended.append(job_id)
+        except JobNotFound:
+            await store.redis.zrem(keys.PAUSED, job_id)
+    return ended
+
+
+async def _expire(store: JobStore, job_id: str, now: int) -> bool:
+    rec = await store.record(job_id)
+    paused = rec.get("status") == JobStatus.requires_action.value and rec.get("terminal") != "1"
+    if paused and int(rec.get("action_deadline_ms") or 0) > now:
+        return False  # paused again since the index was read, with a later deadline
+    if not paused:
+        await store.redis.zrem(keys.PAUSED, job_id)
+        return False
+    attempt = int(rec.get("attempt", 1))
+    actions = json.loads(rec.get("actions") or "{}")
+    waits = sorted(c for c, a in actions.items() if a.get("answer") is None)
+    message = f"the job waited on its caller past its deadline (calls {', '.join(waits) or 'none'} unanswered)"
+    checkpoint = json.loads(rec["checkpoint"]) if rec.get("checkpoint") else {}
+    messages = [Message.model_validate(m) for m in checkpoint.get("messages", ())] or (
+        JobRequest.model_validate_json(rec["request"]).messages
+    )
+    result = JobResult(
+        job_id=job_id,
+        status=JobStatus.failed,
+        finish_reason="timeout",
+        error=ErrorInfo(code=ErrorCode.action_timeout, message=message),
+        messages=messages,
+        attempt=attempt,
+    )
+    try:
+        await store.emit(
+            job_id,
+            EventType.error,
+            {"code": ErrorCode.action_timeout.value, "message": message},
+            attempt=attempt,
+            result=result,
+            only_if_status=JobStatus.requires_action,
+        )
+    except JobEnded:
+        return False  # answered, cancelled or resumed meanwhile: that won
+    await store.redis.zrem(keys.PAUSED, job_id)
+    return True
