@@ -143,8 +143,10 @@ async def test_a_killed_worker_s_job_resumes_on_another_while_the_client_follows
             async for event in client.events(job_id):
                 seen.append(event)
                 if event.type is EventType.started and event.data["attempt"] == 1:
+                    # SIGKILL mid-generation first: a loaded machine can take longer to start a
+                    # worker than the attempt takes to finish. The job waits for its lease to run out.
+                    a.kill()
                     b = WorkerProcess(redis_url, script=script, name="mortal").wait_ready()
-                    a.kill()  # SIGKILL mid-generation
             result = await client.result(job_id, timeout=10)
     finally:
         g.stop()
