@@ -142,6 +142,8 @@ async def test_close_ends_the_server_process():
     src = await start(stdio_server("t"))
     pid = int((await run(src, "pid", {})).content)
     await src.close()
+    after = await run(src, "pid", {})
+    assert not after.ok and "is closed" in after.error  # and no new process
     with pytest.raises(ProcessLookupError):
         for _ in range(50):
             os.kill(pid, 0)

@@ -75,6 +75,7 @@ class McpConnection:
         self._failures = 0
         self._retry_at = 0.0
         self._ending: set[asyncio.Task[None]] = set()
+        self._closed = False
 
     @property
     def name(self) -> str:
@@ -110,7 +111,9 @@ class McpConnection:
         return result
 
     async def close(self) -> None:
+        """End the session and its server; later calls fail instead of starting it again."""
         async with self._lock:
+            self._closed = True
             held, self._held = self._held, None
         if held is not None:
             held.stop.set()
@@ -127,6 +130,8 @@ class McpConnection:
 
     async def _ensure(self, timeout_s: float, *, now: bool = False) -> _Held:
         async with self._lock:
+            if self._closed:
+                raise McpUnavailable(f"MCP server {self.name!r} is closed: this process is shutting down")
             held = self._held
             if held is not None and not held.holder.done():
                 return held
