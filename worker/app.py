@@ -64,7 +64,7 @@ def create_worker(
     """A worker for this model's queue; ``worker.run()`` serves it until SIGTERM."""
     model = settings.model_name or engine.name
     worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
-    holder: dict[str, WorkerState] = {}
+    holder: dict[str, Any] = {}  # "state": WorkerState; "mcp": McpSource when MCP servers are named
     # One job per slot: a job that runs its tools leaves its slot to another job meanwhile.
     max_jobs = settings.max_jobs if settings.max_jobs is not None else engine.stats().slots
 
@@ -74,6 +74,14 @@ def create_worker(
         # Where calls run, first match wins: this worker's own tools, then its MCP servers, then
         # the tool services registered in Redis.
         sources: list[ToolSource] = [RegistrySource(registry)]
+        if settings.mcp_servers:
+            # imported here: a worker that names no server does not pay for importing the MCP SDK
+            from toolq.mcp import parse_servers
+            from worker.sources.mcp import McpSource
+
+            mcp = await McpSource.start(parse_servers(settings.mcp_servers), reserved=registry.names())
+            holder["mcp"] = mcp
+            sources.append(mcp)
         resolver = ToolResolver(sources)
         state = WorkerState(
             settings=settings,
@@ -99,6 +107,9 @@ def create_worker(
         )
 
     async def shutdown() -> None:
+        mcp = holder.get("mcp")
+        if mcp is not None:  # its sessions end with their server processes
+            await mcp.close()
         state = holder.get("state")
         if state is None:  # startup failed
             return

@@ -30,6 +30,14 @@ def register(subparsers: Any) -> None:
     w.add_argument("--format", help="tool-call format (default hermes)")
     w.add_argument("--tools", action="append", help="module whose @tool functions to serve (repeatable)")
     w.add_argument(
+        "--mcp",
+        action="append",
+        metavar="JSON",
+        help="MCP server whose tools to serve (repeatable): "
+        '{"name": ..., "command": [...]} or {"name": ..., "url": ...}, or a JSON list of them '
+        "(default TOOLQ_MCP_SERVERS)",
+    )
+    w.add_argument(
         "--slots", type=int, help="sequences decoded together in one context (default 4 on a CPU, 16 with --gpu)"
     )
     w.add_argument("--max-jobs", type=int, help="jobs run at once (default: the slot count)")
@@ -83,10 +91,25 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "slots": args.slots,
             "tool_modules": args.tools or None,
             "metrics_port": args.metrics_port,
+            "mcp_servers": _mcp_servers(args.mcp),
         }.items()
         if v is not None
     }
     return run_worker(overrides, engine=args.engine, script=args.script)
+
+
+def _mcp_servers(values: list[str] | None) -> str | None:
+    """The --mcp values as one JSON list (the setting's form); each is checked when the worker starts."""
+    if not values:
+        return None
+    servers: list[Any] = []
+    for v in values:
+        try:
+            parsed = json.loads(v)
+        except ValueError as e:
+            raise CommandError(f"--mcp {v!r} is not JSON: {e}") from None
+        servers.extend(parsed if isinstance(parsed, list) else [parsed])
+    return json.dumps(servers)
 
 
 # ---------------------------------------------------------------- debug commands

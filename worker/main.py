@@ -65,6 +65,13 @@ def check(settings: WorkerSettings, engine: str = "llama") -> None:
         load_tool_modules(settings.tool_modules)  # importing twice is a no-op: the worker's startup reuses them
     except ToolLoadError as e:
         raise CommandError(str(e)) from None
+    if settings.mcp_servers:
+        from toolq.mcp import parse_servers
+
+        try:
+            parse_servers(settings.mcp_servers)
+        except ValueError as e:
+            raise CommandError(str(e)) from None
     _check_redis(settings.redis_url)
 
 

@@ -206,6 +206,11 @@ def test_worker_with_a_model_file_that_does_not_exist(tmp_path):
         (["--tools", "no_such_tool_module"], ["cannot load tool module 'no_such_tool_module'"]),
         (["--redis", "notaurl"], ["bad Redis URL 'notaurl'"]),
         (["--max-jobs", "0"], ["invalid setting", "max_jobs"]),
+        (["--mcp", "{nope"], ["--mcp '{nope' is not JSON"]),
+        (
+            ["--mcp", '{"name": "a", "url": "http://h"}', "--mcp", '{"name": "b"}'],
+            ["MCP server #2 ('b')", "exactly one"],
+        ),
     ],
 )
 def test_worker_with_a_bad_flag(rules, flags, needles):
