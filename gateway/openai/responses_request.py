@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gateway.openai.chat_request import ToolqOptions, job_request, text_of
 from gateway.openai.errors import OpenAIError
@@ -29,6 +29,16 @@ class FunctionToolParam(_Strict):
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+
+    def spec(self) -> FunctionSpec:
+        return FunctionSpec(
+            name=self.name, description=self.description or "", parameters=self.parameters, strict=self.strict
+        )
+
+    @model_validator(mode="after")
+    def _valid(self) -> FunctionToolParam:
+        self.spec()  # the same rules as a chat completions function (name, schema)
+        return self
 
 
 class NamedFunction(_Strict):
@@ -140,14 +150,7 @@ def to_job(req: ResponsesRequest, earlier: list[Message]) -> JobRequest:
     ext = req.toolq or ToolqOptions()
     messages = ([Message(role="system", content=req.instructions)] if req.instructions else []) + earlier
     messages += input_messages(req.input)
-    tools: list[Any] = [
-        FunctionTool(
-            function=FunctionSpec(
-                name=t.name, description=t.description or "", parameters=t.parameters, strict=t.strict
-            )
-        )
-        for t in req.tools or ()
-    ] + list(ext.server_tools)
+    tools: list[Any] = [FunctionTool(function=t.spec()) for t in req.tools or ()] + list(ext.server_tools)
     choice: Any = req.tool_choice or "auto"
     if isinstance(choice, NamedFunction):
         choice = {"type": "function", "function": {"name": choice.name}}
