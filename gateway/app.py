@@ -15,6 +15,9 @@ from gateway.auth import KeyRing
 from gateway.fleet import FleetView
 from gateway.limits import BodySizeLimit
 from gateway.metrics import EventObserver, GatewayMetrics
+from gateway.openai import chat as openai_chat
+from gateway.openai import errors as openai_errors
+from gateway.openai import responses as openai_responses
 from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
 from toolq.jobstore import JobNotFound, JobStore, connect
@@ -83,8 +86,11 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.state.keyring = KeyRing(settings.api_keys)
     app.state.settings = settings
     errors.install(app)
+    openai_errors.install(app)  # after errors.install: it wraps those handlers for the OpenAI paths
     app.include_router(jobs.router)
     app.include_router(actions.router)
+    app.include_router(openai_chat.router)
+    app.include_router(openai_responses.router)
     app.include_router(catalog.router)
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

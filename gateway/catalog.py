@@ -23,9 +23,10 @@ async def list_tools(state: State) -> ToolsView:
 
 @router.get("/models", response_model=ModelsView, responses=_ERRORS)
 async def list_models(state: State) -> ModelsView:
-    """The models live workers serve, with their workers, queue depth and tools."""
+    """The models live workers serve, in OpenAI's list shape (``object``, ``data``), each with its
+    workers, queue depth and tools."""
     fleet = await state.fleet.get()
-    return ModelsView(models=await fleet.describe(state.store.redis, fleet.models()))
+    return ModelsView(data=await fleet.describe(state.store.redis, fleet.models()))
 
 
 @router.get("/models/{model}", response_model=ModelView, responses={404: {"model": ErrorBody}, **_ERRORS})

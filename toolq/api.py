@@ -151,7 +151,13 @@ class ToolsView(BaseModel):
 
 
 class ModelView(BaseModel):
+    """A served model: OpenAI's Model object (``id``, ``object``, ``created``, ``owned_by``), with
+    toolq's view of the fleet as extra keys."""
+
     id: str
+    object: Literal["model"] = "model"
+    created: int = Field(0, description="unix seconds: when a live worker of the model last reported")
+    owned_by: str = "toolq"
     workers: int
     busy: int
     queue_depth: int = Field(description="jobs in the model's queue, waiting or running")
@@ -161,7 +167,10 @@ class ModelView(BaseModel):
 
 
 class ModelsView(BaseModel):
-    models: list[ModelView]
+    """OpenAI's model list shape, so ``client.models.list()`` of the openai SDK reads it."""
+
+    object: Literal["list"] = "list"
+    data: list[ModelView]
 
 
 class Readiness(BaseModel):

@@ -373,7 +373,7 @@ class Client:
 
             fleet = await read_fleet(self._jobs.redis)
             return await fleet.describe(self._jobs.redis, fleet.models())
-        return [ModelView.model_validate(m) for m in (await self._call("GET", "/v1/models"))["models"]]
+        return [ModelView.model_validate(m) for m in (await self._call("GET", "/v1/models"))["data"]]
 
     async def _direct(self, coro: Awaitable[T], job_id: str) -> T:
         from toolq.jobstore import JobNotFound

@@ -51,6 +51,11 @@ LEASES = f"{PREFIX}:leases"
 PAUSED = f"{PREFIX}:paused"
 
 
+def response(tenant: str, response_id: str) -> str:
+    """Hash: a Responses-API response of one tenant (its job id and request); expires with the job's TTL."""
+    return f"{PREFIX}:response:{tenant}:{response_id}"
+
+
 def idempotency(tenant: str, key: str) -> str:
     return f"{PREFIX}:idem:{tenant}:{key}"
 

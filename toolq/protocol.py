@@ -13,9 +13,10 @@ import time
 from enum import Enum
 from typing import Any, Literal
 
+import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from toolq.tools.schemas import MAX_DESCRIPTION, check_parameters, check_tool_name
+from toolq.tools.schemas import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, check_parameters, check_tool_name
 
 PROTOCOL_VERSION = 1
 
@@ -179,6 +180,35 @@ class FunctionTool(_Model):
 
 
 ToolRef = str | FunctionTool
+MAX_STOP = 4  # stop sequences in one request, as OpenAI allows
+
+
+class ResponseFormat(_Model):
+    """The shape of the final answer: a JSON object, or JSON matching ``json_schema``.
+
+    The worker constrains the answer round with a grammar built from the schema and validates the
+    answer against it (worker/answer_format.py).
+    """
+
+    type: Literal["json_object", "json_schema"]
+    json_schema: dict[str, Any] | None = None  # with type "json_schema": the JSON Schema of the answer
+    name: str | None = Field(default=None, max_length=64)
+
+    @model_validator(mode="after")
+    def _schema(self) -> ResponseFormat:
+        if self.type == "json_schema":
+            if self.json_schema is None:
+                raise ValueError("a json_schema response format needs its schema")
+            size = len(json.dumps(self.json_schema, separators=(",", ":"), ensure_ascii=False))
+            if size > MAX_SCHEMA_BYTES:
+                raise ValueError(f"the response format's schema is {size} bytes of JSON, above {MAX_SCHEMA_BYTES}")
+            try:
+                jsonschema.Draft202012Validator.check_schema(self.json_schema)
+            except jsonschema.SchemaError as e:
+                raise ValueError(f"the response format's schema is not a valid JSON Schema: {e.message}") from None
+        elif self.json_schema is not None:
+            raise ValueError("only a json_schema response format takes a schema")
+        return self
 
 
 class JobRequest(_Model):
@@ -194,6 +224,10 @@ class JobRequest(_Model):
     model: str | None = None  # None: the only model served, if exactly one is
     max_iterations: int = Field(default=5, ge=1, le=100)
     max_tokens: int = Field(default=512, ge=1, le=32768)
+    # The caller's stop sequences, besides the chat template's end of turn and the format's own.
+    stop: list[str] = Field(default_factory=list, max_length=MAX_STOP)
+    # None: free text. Otherwise the final answer is JSON (json_object) or matches a schema.
+    response_format: ResponseFormat | None = None
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
     stream_tokens: bool = False
@@ -212,6 +246,14 @@ class JobRequest(_Model):
     def _known_version(cls, v: int) -> int:
         if v != PROTOCOL_VERSION:
             raise ValueError(f"protocol version {v} is not supported (this service speaks {PROTOCOL_VERSION})")
+        return v
+
+    @field_validator("stop")
+    @classmethod
+    def _stops(cls, v: list[str]) -> list[str]:
+        for s in v:
+            if not 1 <= len(s) <= 256:
+                raise ValueError("a stop sequence is 1 to 256 characters long")
         return v
 
     @field_validator("tools")

@@ -140,6 +140,7 @@ class Fleet:
                 tools=sorted(self.tools_of(m)),
                 slots=sum(w.slots for w in self.workers_of(m)),
                 slots_busy=sum(w.slots_busy for w in self.workers_of(m)),
+                created=max((w.heartbeat_ms for w in self.workers_of(m)), default=0) // 1000,
             )
             for m, d in zip(models, depths, strict=True)
         ]

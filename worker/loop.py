@@ -36,6 +36,7 @@ import structlog
 
 from toolq.protocol import JobRequest, Message, PendingAction, ToolCall, Usage, Where
 from toolq.tools import ToolOutcome, ToolRegistry
+from worker.answer_format import AnswerFormatError, answer_grammar, answer_problem
 from worker.formats.base import ToolCallFormat, ToolDefinition
 from worker.generation import Engine, GenerationRequest, GenerationResult
 from worker.sources.registry import RegistrySource
@@ -221,9 +222,10 @@ class ConversationLoop:
         while True:
             if state.iterations >= request.max_iterations and state.messages[-1].role == "tool":
                 # the cap: one last round with tools disabled produces the answer
-                gen = await self._generate(request, state, [], None, None, stop_event, sink)
+                gen = await self._generate(request, state, [], self._answer_grammar(request), None, stop_event, sink)
                 parsed = self.fmt.parse(gen.text, set())
                 content = parsed.content if (parsed.tool_calls or parsed.errors) else gen.text.strip()
+                content, gen = await self._in_answer_format(request, state, gen, content, [], stop_event, sink)
                 state.messages.append(Message(role="assistant", content=content))
                 return LoopOutcome(content, "max_iterations", state)
 
@@ -231,11 +233,15 @@ class ConversationLoop:
             required = forced_first and first_round
             prompt_tools = tools if (required or not forced_first) else all_tools
             grammar, trigger = self._grammar(prompt_tools, required, request.parallel_tool_calls)
+            if not prompt_tools:
+                grammar, trigger = self._answer_grammar(request), None
             gen = await self._generate(request, state, prompt_tools, grammar, trigger, stop_event, sink)
             parsed = self.fmt.parse(gen.text, names)
 
             if not parsed.tool_calls and not parsed.errors and not parsed.truncated_call:
-                content = parsed.content
+                content, gen = await self._in_answer_format(
+                    request, state, gen, parsed.content, prompt_tools, stop_event, sink
+                )
                 state.messages.append(Message(role="assistant", content=content))
                 return LoopOutcome(content, "length" if gen.stop_reason == "length" else "stop", state)
 
@@ -280,7 +286,7 @@ class ConversationLoop:
                 max_tokens=request.max_tokens,
                 temperature=request.temperature,
                 seed=request.seed,
-                stop=self.fmt.stop,
+                stop=[*self.fmt.stop, *request.stop],
                 grammar=grammar,
                 grammar_trigger=trigger,
                 stop_event=stop_event,
@@ -308,6 +314,36 @@ class ConversationLoop:
         if gen.stop_reason == "aborted":
             raise Aborted()
         return gen
+
+    @staticmethod
+    def _answer_grammar(request: JobRequest) -> str | None:
+        return answer_grammar(request.response_format) if request.response_format else None
+
+    async def _in_answer_format(
+        self,
+        request: JobRequest,
+        state: LoopState,
+        gen: GenerationResult,
+        content: str,
+        offered: list[ToolDefinition],
+        stop_event: threading.Event,
+        sink: EventSink,
+    ) -> tuple[str, GenerationResult]:
+        """The answer, checked against ``response_format``. An answer written freely while tools
+        were offered (no grammar could hold both) is written once more under the answer grammar;
+        an answer max_tokens cut is returned as it is, with finish_reason ``length``."""
+        fmt = request.response_format
+        if fmt is None or gen.stop_reason == "length" or answer_problem(fmt, content) is None:
+            return content, gen
+        if offered:
+            gen = await self._generate(request, state, [], answer_grammar(fmt), None, stop_event, sink)
+            content = gen.text.strip()
+            if gen.stop_reason == "length":
+                return content, gen
+        problem = answer_problem(fmt, content)
+        if problem is not None:
+            raise AnswerFormatError(problem)
+        return content, gen
 
     def _repeat_check(self, names: set[str]) -> Callable[[str], bool]:
         """Stop a turn as soon as it holds the same call (name and arguments) twice.

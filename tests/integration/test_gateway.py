@@ -103,7 +103,7 @@ async def test_submit_follow_and_fetch_result_with_a_real_worker(settings, worke
 
 async def test_tools_models_and_readiness_reflect_the_live_workers(settings, worker):
     async with asgi_client(settings) as c:
-        models = (await c.get("/v1/models")).json()["models"]
+        models = (await c.get("/v1/models")).json()["data"]
         assert [m["id"] for m in models] == ["scripted"] and models[0]["workers"] == 1
         assert "calculate_zorbix" in models[0]["tools"]
         one = (await c.get("/v1/models/scripted")).json()
@@ -182,7 +182,7 @@ async def test_dead_workers_are_not_counted(settings, redis_url):
     r.delete(keys.worker(wid))  # its hash expired: the worker is dead
     async with asgi_client(settings) as c:
         assert (await c.post("/v1/jobs", json=JOB)).status_code == 503
-        assert (await c.get("/v1/models")).json() == {"models": []}
+        assert (await c.get("/v1/models")).json() == {"object": "list", "data": []}
     assert not r.sismember(keys.WORKERS, wid)  # pruned from the registry set
 
 

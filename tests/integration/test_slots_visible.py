@@ -31,7 +31,7 @@ async def test_models_and_metrics_show_the_slots(redis_url):
     w = WorkerProcess(redis_url, script=write_rules([("", "ok")]), extra=("--slots", "3")).wait_ready()
     try:
         async with asgi_client(GatewaySettings(redis_url=redis_url)) as c:
-            models = (await c.get("/v1/models")).json()["models"]
+            models = (await c.get("/v1/models")).json()["data"]
             assert [(m["id"], m["slots"], m["slots_busy"]) for m in models] == [("scripted", 3, 0)]
             text = (await c.get("/metrics")).text
             assert 'toolq_slots{model="scripted"} 3.0' in text

@@ -1,0 +1,102 @@
+"""POST /v1/chat/completions: one toolq job per request, answered or streamed in OpenAI's shapes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.responses import Response
+
+from gateway.auth import Tenant
+from gateway.openai import errors
+from gateway.openai.chat_request import ChatCompletionRequest, to_job
+from gateway.openai.chat_shapes import ChunkWriter, completion
+from gateway.openai.chat_stream import ChatStream, sse_data
+from gateway.openai.models import check_model
+from gateway.sse import KEEPALIVE, SEP
+from gateway.state import GatewayState, State
+from gateway.submission import cancel_soon, submit, terminal_event
+from toolq.jobstore import JobNotFound
+from toolq.protocol import EventType, JobRequest
+
+router = APIRouter(prefix="/v1", tags=["openai"])
+JOB_HEADER = "X-Toolq-Job-Id"  # the toolq job behind the answer: its events are at /v1/jobs/{id}/events
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"description": "an error in OpenAI's shape"} for code in (400, 401, 404, 409, 429, 503)
+}
+CLIENT_CLOSED = 499  # what the access log shows for a caller that left before the answer
+
+
+@router.post(
+    "/chat/completions",
+    responses={
+        200: {
+            "description": "a chat.completion object, or with stream: chat.completion.chunk events then [DONE]",
+            "content": {"application/json": {}, "text/event-stream": {}},
+        },
+        **_ERRORS,
+    },
+)
+async def create_chat_completion(
+    body: ChatCompletionRequest, request: Request, tenant: Tenant, state: State
+) -> Response:
+    """OpenAI's Chat Completions over the toolq queue. The caller's tools come back as
+    ``tool_calls`` (finish_reason ``tool_calls``); the extension field ``toolq.server_tools`` runs
+    served tools in the worker's loop. A caller that disconnects cancels the job."""
+    job = to_job(body)
+    await check_model(state, body.model)
+    job_id, model = await submit(state, job, tenant)
+    created = int(time.time())
+    headers = {JOB_HEADER: job_id}
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        writer = ChunkWriter(job_id, model, created, include_usage=include_usage)
+        return EventSourceResponse(
+            _chunks(state, job_id, job, writer), ping=0, sep=SEP, headers={"Cache-Control": "no-cache", **headers}
+        )
+    event = await terminal_event(state, job_id, request)
+    if event is None:
+        return Response(status_code=CLIENT_CLOSED)
+    if event.type != EventType.final:
+        raise errors.job_failure(event.type.value, event.data)
+    return JSONResponse(completion(job_id, model, created, event.data), headers=headers)
+
+
+async def _chunks(
+    state: GatewayState, job_id: str, job: JobRequest, writer: ChunkWriter
+) -> AsyncIterator[ServerSentEvent]:
+    stream = ChatStream(writer, tools_offered=bool(job.tools) and job.tool_choice != "none")
+    done = False
+    try:
+        yield ServerSentEvent(sse_data(stream.start()), sep=SEP)
+        async for event in state.store.follow(job_id, idle_s=state.settings.keepalive_s, ticks=True):
+            if event is None:
+                yield ServerSentEvent(comment=KEEPALIVE, sep=SEP)
+                continue
+            if event.type == EventType.final:
+                for chunk in stream.final(event.data):
+                    yield ServerSentEvent(sse_data(chunk), sep=SEP)
+                done = True
+                yield ServerSentEvent("[DONE]", sep=SEP)
+                return
+            if event.terminal:
+                done = True
+                err = errors.job_failure(event.type.value, event.data)
+                yield ServerSentEvent(
+                    sse_data(errors.body(err.status, err.message, param=None, code=err.code)), sep=SEP
+                )
+                return
+            for chunk in stream.on_event(event):
+                yield ServerSentEvent(sse_data(chunk), sep=SEP)
+    except (JobNotFound, RedisError) as e:
+        done = True  # nothing to cancel (expired) or no way to now; tell the caller and end
+        err = errors.OpenAIError(503, f"the job's events could not be read: {type(e).__name__}", code="unavailable")
+        yield ServerSentEvent(sse_data(errors.body(503, err.message, param=None, code=err.code)), sep=SEP)
+    finally:
+        if not done:
+            cancel_soon(state, job_id)  # the caller left mid-stream

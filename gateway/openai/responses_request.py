@@ -1,0 +1,174 @@
+"""The Responses API request (POST /v1/responses) and its translation into a toolq job.
+
+Supported: ``model``, ``input`` (a string, or items: messages, ``function_call``,
+``function_call_output``), ``instructions``, ``tools`` (function tools, Responses' flat shape),
+``tool_choice``, ``parallel_tool_calls``, ``max_output_tokens``, ``temperature``,
+``previous_response_id``, ``background``, ``stream``, ``text.format`` (json_object, json_schema),
+``metadata``, ``user``, and the ``toolq`` extension of gateway/openai/chat_request.py. Hints are
+accepted and ignored as there; any other field is a 400 naming it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gateway.openai.chat_request import ToolqOptions, job_request, text_of
+from gateway.openai.errors import OpenAIError
+from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, Message, ToolCall
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class FunctionToolParam(_Strict):
+    type: Literal["function"]
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+    def spec(self) -> FunctionSpec:
+        return FunctionSpec(
+            name=self.name, description=self.description or "", parameters=self.parameters, strict=self.strict
+        )
+
+    @model_validator(mode="after")
+    def _valid(self) -> FunctionToolParam:
+        self.spec()  # the same rules as a chat completions function (name, schema)
+        return self
+
+
+class NamedFunction(_Strict):
+    type: Literal["function"]
+    name: str
+
+
+class TextFormat(_Strict):
+    type: Literal["text", "json_object", "json_schema"]
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class TextConfig(_Strict):
+    format: TextFormat | None = None
+    verbosity: Literal["medium"] | None = None  # the default; other values change the answer
+
+
+class ResponsesRequest(_Strict):
+    model: str = Field(min_length=1, max_length=256)
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    tools: list[FunctionToolParam] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedFunction | None = None
+    parallel_tool_calls: bool | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    previous_response_id: str | None = Field(default=None, max_length=128)
+    background: bool | None = None
+    stream: bool | None = None
+    text: TextConfig | None = None
+    metadata: dict[str, str] | None = None
+    user: str | None = Field(default=None, max_length=256)
+    top_p: float | None = None
+    truncation: Literal["disabled"] | None = None
+    # hints (gateway/openai/chat_request.py HINTS)
+    store: bool | None = None
+    service_tier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    safety_identifier: str | None = None
+    toolq: ToolqOptions | None = None
+
+    @field_validator("top_p")
+    @classmethod
+    def _top_p(cls, v: Any) -> Any:
+        if v is not None and v != 1:
+            raise ValueError("top_p is not supported by toolq; only 1 (or leaving it out) is")
+        return v
+
+
+def input_messages(items: str | list[dict[str, Any]]) -> list[Message]:
+    """The input as toolq messages: consecutive function_call items are one assistant turn."""
+    if isinstance(items, str):
+        return [Message(role="user", content=items)]
+    out: list[Message] = []
+    names: dict[str, str] = {}
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        try:
+            if kind == "message" and item.get("role") in ("user", "system", "developer", "assistant"):
+                text = text_of(item.get("content"), f"{where}.content") or ""
+                role = "system" if item["role"] == "developer" else item["role"]
+                out.append(Message.model_validate({"role": role, "content": text}))
+            elif kind == "function_call":
+                call = ToolCall.model_validate(
+                    {"id": item["call_id"], "function": {"name": item["name"], "arguments": item.get("arguments")}}
+                )
+                names[call.id] = call.name
+                if out and out[-1].role == "assistant":
+                    out[-1].tool_calls = [*(out[-1].tool_calls or []), call]
+                else:
+                    out.append(Message(role="assistant", tool_calls=[call]))
+            elif kind == "function_call_output":
+                result = text_of(item.get("output"), f"{where}.output") or ""
+                cid = str(item["call_id"])
+                out.append(Message(role="tool", tool_call_id=cid, name=names.get(cid), content=result))
+            else:
+                raise OpenAIError(
+                    400,
+                    f"{where}: only message, function_call and function_call_output items are supported, not {kind!r}",
+                    param=where,
+                )
+        except (KeyError, TypeError) as e:
+            raise OpenAIError(400, f"{where}: missing or invalid field {e}", param=where) from None
+        except ValueError as e:
+            raise OpenAIError(400, f"{where}: {e}", param=where) from None
+    return out
+
+
+def answer_format(text: TextConfig | None) -> dict[str, Any] | None:
+    fmt = text.format if text else None
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return {"type": "json_object"}
+    if fmt.schema_ is None:
+        raise OpenAIError(400, "text.format json_schema needs a schema", param="text.format.schema")
+    return {"type": "json_schema", "json_schema": fmt.schema_, "name": fmt.name}
+
+
+def to_job(req: ResponsesRequest, earlier: list[Message]) -> JobRequest:
+    """The job: instructions, then the previous response's transcript (``earlier``, without its
+    instructions, as OpenAI does not carry them over), then the input. The caller's function
+    tools end the job with their calls, as in chat completions."""
+    ext = req.toolq or ToolqOptions()
+    messages = ([Message(role="system", content=req.instructions)] if req.instructions else []) + earlier
+    messages += input_messages(req.input)
+    tools: list[Any] = [FunctionTool(function=t.spec()) for t in req.tools or ()] + list(ext.server_tools)
+    choice: Any = req.tool_choice or "auto"
+    if isinstance(choice, NamedFunction):
+        choice = {"type": "function", "function": {"name": choice.name}}
+    fields: dict[str, Any] = {
+        "model": req.model,
+        "tools": tools,
+        "tool_choice": choice,
+        "on_client_tool": "end",
+        "stream_tokens": bool(req.stream),
+        "response_format": answer_format(req.text),
+        "metadata": {**(req.metadata or {}), **({"user": req.user} if req.user else {})},
+    }
+    optional = {
+        "parallel_tool_calls": req.parallel_tool_calls,
+        "max_tokens": req.max_output_tokens,
+        "temperature": req.temperature,
+        "max_iterations": ext.max_iterations,
+        "timeout_s": ext.timeout_s,
+    }
+    fields.update({k: v for k, v in optional.items() if v is not None})
+    return job_request([m.model_dump(mode="json", exclude_none=True) for m in messages], fields)

@@ -1,0 +1,82 @@
+"""Submitting a job for a front door that is not /v1/jobs (the OpenAI-compatible endpoints), and
+waiting for its end while the caller is still there.
+
+The same checks and the same script as POST /v1/jobs: the operator's caps, the model and tools
+against the live workers, then ``JobStore.submit`` with the tenant and the queue limit, so every
+front door shares one queue, one fairness and one 429.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import suppress
+
+from starlette.requests import Request
+
+from gateway.limits import apply_caps
+from gateway.state import GatewayState
+from toolq.errors import QueueFull
+from toolq.jobstore import QueueAtLimit
+from toolq.protocol import Event, JobRequest
+
+
+async def submit(state: GatewayState, request: JobRequest, tenant: str) -> tuple[str, str]:
+    """Check and enqueue a job; returns (job id, model). Raises the ToolqError of a refusal
+    (caps, unknown model or tool, no worker, QueueFull with Retry-After)."""
+    apply_caps(request, state.settings)
+    model = (await state.fleet.get()).resolve(request)
+    try:
+        job_id, _ = await state.store.submit(
+            request, model=model, tenant=tenant, max_queue_depth=state.settings.max_queue_depth
+        )
+    except QueueAtLimit as e:
+        raise QueueFull(
+            f"the queue of model {model!r} is full ({e.depth} jobs, limit {e.limit}); retry later",
+            retry_after_s=state.settings.retry_after_s,
+        ) from None
+    return job_id, model
+
+
+_CANCELLING: set[asyncio.Task[object]] = set()  # keeps the tasks of cancel_soon alive until done
+
+
+def cancel_soon(state: GatewayState, job_id: str) -> None:
+    """Cancel the job of a caller that left. A task of its own: it is called while the caller's
+    task is being cancelled, or from a generator being closed, where awaiting is not reliable."""
+
+    async def go() -> None:
+        with suppress(Exception):
+            await state.store.cancel(job_id)
+
+    task = asyncio.ensure_future(go())
+    _CANCELLING.add(task)
+    task.add_done_callback(_CANCELLING.discard)
+
+
+async def client_gone(request: Request) -> None:
+    """Returns when the client disconnects (its request body has been read already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def terminal_event(state: GatewayState, job_id: str, request: Request) -> Event | None:
+    """The job's terminal event; None when the client left first, in which case the job is
+    cancelled."""
+
+    async def last() -> Event | None:
+        async for ev in state.store.follow(job_id, idle_s=state.settings.keepalive_s):
+            if ev is not None and ev.terminal:
+                return ev
+        return None
+
+    follow = asyncio.ensure_future(last())
+    gone = asyncio.ensure_future(client_gone(request))
+    try:
+        await asyncio.wait({follow, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (follow, gone):
+            t.cancel()
+    if follow.done() and not follow.cancelled():
+        return follow.result()
+    cancel_soon(state, job_id)
+    return None
