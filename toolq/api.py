@@ -164,6 +164,9 @@ class ModelView(BaseModel):
     tools: list[str]
     slots: int = Field(0, description="sequences the model's workers decode together, summed over workers")
     slots_busy: int = Field(0, description="of those, how many are generating now")
+    format: str = Field(
+        "", description="the tool-call format its workers parse (several, comma-separated, while they differ)"
+    )
 
 
 class ModelsView(BaseModel):

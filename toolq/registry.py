@@ -38,6 +38,9 @@ class WorkerInfo:
     batch_size: float = 0.0
     prefill_tps: float = 0.0
     decode_tps: float = 0.0
+    # The conversation: the tool-call format the worker parses and the chat template it renders.
+    format: str = ""
+    template: str = ""
 
     @property
     def tool_names(self) -> frozenset[str]:
@@ -61,6 +64,8 @@ class WorkerInfo:
             "batch_size": self.batch_size,
             "prefill_tps": self.prefill_tps,
             "decode_tps": self.decode_tps,
+            "format": self.format,
+            "template": self.template,
         }
 
     @classmethod
@@ -89,6 +94,8 @@ class WorkerInfo:
                 batch_size=float(d.get("batch_size") or 0),
                 prefill_tps=float(d.get("prefill_tps") or 0),
                 decode_tps=float(d.get("decode_tps") or 0),
+                format=d.get("format", ""),
+                template=d.get("template", ""),
             )
         except (KeyError, ValueError, TypeError):
             return None
@@ -141,6 +148,7 @@ class Fleet:
                 slots=sum(w.slots for w in self.workers_of(m)),
                 slots_busy=sum(w.slots_busy for w in self.workers_of(m)),
                 created=max((w.heartbeat_ms for w in self.workers_of(m)), default=0) // 1000,
+                format=", ".join(sorted({w.format for w in self.workers_of(m) if w.format})),
             )
             for m, d in zip(models, depths, strict=True)
         ]

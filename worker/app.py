@@ -27,7 +27,7 @@ from toolq.arq_link import StalledPickups, WakeableWorker, make_worker
 from toolq.jobstore import JobStore
 from toolq.leases import Leases
 from toolq.tools import load_tool_modules
-from worker.formats import get_format
+from worker.formats.choice import choose_format
 from worker.generation import Engine
 from worker.heartbeat import deregister, heartbeat
 from worker.jobrun import run_job
@@ -48,10 +48,14 @@ def build_loop(settings: WorkerSettings, engine: Engine, tools: ToolResolver) ->
         template = ChatTemplate.from_gguf_metadata(getattr(engine, "metadata", {}), bos_token=bos, eos_token=eos)
     else:
         template = ChatTemplate.from_file(path, bos_token=bos, eos_token=eos)
+    choice = choose_format(settings.requested_format, template.source)
+    if choice.warning:
+        log.warning("tool-call format unknown", format=choice.name, template=template.name, reason=choice.warning)
+    log.info("tool-call format", format=choice.name, chosen=choice.how, template=template.name)
     return ConversationLoop(
         engine,
         template,
-        get_format(settings.tool_format),
+        choice.format,
         tools,
         tool_timeout_s=settings.tool_timeout_s,
         prompt_variant=settings.prompt_variant,

@@ -27,7 +27,10 @@ def register(subparsers: Any) -> None:
     w.add_argument("--redis", help="Redis URL (default TOOLQ_REDIS_URL)")
     w.add_argument("--threads", type=int, help="CPU threads for llama.cpp")
     w.add_argument("--template", help="chat template file in chat_templates/, a path, or 'gguf'")
-    w.add_argument("--format", help="tool-call format (default hermes)")
+    w.add_argument(
+        "--format",
+        help="tool-call format, or 'auto': the template's own (default: auto with --template gguf, else hermes)",
+    )
     w.add_argument("--tools", action="append", help="module whose @tool functions to serve (repeatable)")
     w.add_argument(
         "--mcp",
@@ -58,7 +61,7 @@ def register(subparsers: Any) -> None:
 
     r = subparsers.add_parser("render", help="render a job request (JSON on stdin) into the exact prompt text")
     r.add_argument("--template", required=True)
-    r.add_argument("--format", default="hermes")
+    r.add_argument("--format", default="auto", help="tool-call format, or 'auto': the template's own (default)")
     r.add_argument("--tools", help="JSON file of tool specs (default: the demo tools)")
     r.add_argument("--variant", help="system prompt variant of the format")
     r.add_argument("--bos", default="")
@@ -182,21 +185,30 @@ def _read_request(text: str) -> Any:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    from worker.formats.choice import check_format_name, choose_format
     from worker.templates import ChatTemplate, TemplateError
 
     request = _read_request(sys.stdin.read())
-    fmt = _tool_format(args.format)
+    try:
+        check_format_name(args.format)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
     tools = _read_tools(args.tools)
     try:
         template = ChatTemplate.from_file(args.template, bos_token=args.bos, eos_token=args.eos)
+        choice = choose_format(args.format, template.source)
         prompt = template.render(
             request.messages,
             tools=tools,
-            fmt=fmt,
+            fmt=choice.format,
             add_generation_prompt=not args.no_generation_prompt,
             prompt_variant=args.variant,
         )
     except TemplateError as e:
         raise CommandError(str(e)) from None
     sys.stdout.write(prompt.text)
+    # stdout is the exact prompt; which format shaped it goes to stderr, after a good render.
+    print(f"toolq render: tool-call format {choice.name} ({choice.how})", file=sys.stderr)
+    if choice.warning:
+        print(f"toolq render: warning: {choice.warning}", file=sys.stderr)
     return 0

@@ -67,6 +67,8 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
             batch_size=round(rates.batch_size, 2),
             prefill_tps=round(rates.prefill_tps, 1),
             decode_tps=round(rates.decode_tps, 1),
+            format=state.loop.fmt.name,
+            template=state.loop.template.name,
         ),
         ttl_ms,
     )

@@ -48,13 +48,13 @@ def check(settings: WorkerSettings, engine: str = "llama") -> None:
         if not Path(settings.model_path).is_file():
             raise CommandError(f"model file not found: {settings.model_path}")
     from toolq.tools import ToolLoadError, load_tool_modules
-    from worker.formats import get_format
+    from worker.formats.choice import check_format_name
     from worker.templates import ChatTemplate, TemplateError
 
     try:
-        get_format(settings.tool_format)
-    except (ValueError, KeyError) as e:
-        raise CommandError(e.args[0] if e.args else f"unknown tool-call format {settings.tool_format!r}") from None
+        check_format_name(settings.requested_format)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
     path = settings.template_path()
     if path is not None:  # the model's own (gguf) template is checked once the model is loaded
         try:

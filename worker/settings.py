@@ -53,7 +53,9 @@ class WorkerSettings(BaseSettings):
 
     # The conversation
     chat_template: str = "hermes3_tool_calling.j2"  # a file in chat_templates/, a path, or "gguf"
-    tool_format: str = "hermes"
+    # A format in worker/formats, or "auto": the one the template's source teaches. None: auto
+    # with the model's own template, hermes with a template file (see requested_format).
+    tool_format: str | None = None
     prompt_variant: str | None = None
     tool_modules: list[str] = ["worker.demo_tools"]  # modules whose @tool functions are served
     tool_timeout_s: float = Field(default=30.0, gt=0)
@@ -102,6 +104,12 @@ class WorkerSettings(BaseSettings):
         if self.slots is not None:
             return self.slots
         return 16 if (self.gpu is not None or self.n_gpu_layers != 0) else 4
+
+    @property
+    def requested_format(self) -> str:
+        if self.tool_format:
+            return self.tool_format
+        return "auto" if self.chat_template == "gguf" else "hermes"
 
     def template_path(self) -> Path | None:
         """The template file, or None when the model's own (GGUF) template is asked for."""

@@ -1,4 +1,4 @@
-"""A worker's slots reach the registry, /v1/models and the gateway's /metrics; the scripted engine
+"""A worker's slots and tool-call format reach the registry, /v1/models and the gateway's /metrics; the scripted engine
 runs one generation per slot at once, so several jobs run side by side on one worker."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ def test_the_registry_entry_shows_slots_and_engine_rates(redis_url):
         r = redis.Redis.from_url(redis_url)
         info = WorkerInfo.from_hash(r.hgetall(keys.worker(w.worker_id)))
         assert info is not None and info.slots == 3 and info.max_jobs == 3 and info.slots_busy == 0
+        assert (info.format, info.template) == ("hermes", "hermes3_tool_calling.j2")
     finally:
         w.stop()
 
@@ -32,9 +33,12 @@ async def test_models_and_metrics_show_the_slots(redis_url):
     try:
         async with asgi_client(GatewaySettings(redis_url=redis_url)) as c:
             models = (await c.get("/v1/models")).json()["data"]
-            assert [(m["id"], m["slots"], m["slots_busy"]) for m in models] == [("scripted", 3, 0)]
+            assert [(m["id"], m["slots"], m["slots_busy"], m["format"]) for m in models] == [
+                ("scripted", 3, 0, "hermes")
+            ]
             text = (await c.get("/metrics")).text
             assert 'toolq_slots{model="scripted"} 3.0' in text
+            assert 'toolq_tool_format{format="hermes",model="scripted"} 1.0' in text
             for name in (
                 "toolq_slots_busy",
                 "toolq_batch_size",

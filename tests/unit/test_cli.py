@@ -78,6 +78,13 @@ def test_the_readme_debug_commands_work():
     rendered = toolq("render", "--template", TEMPLATE, stdin=HI)
     assert rendered.returncode == 0, rendered.stderr
     assert "<|im_start|>user\nhi<|im_end|>" in rendered.stdout
+    assert rendered.stderr.strip() == "toolq render: tool-call format hermes (detected)"
+
+
+def test_render_says_when_the_format_is_unknown():
+    rendered = toolq("render", "--template", "chat_templates/llama2.j2", stdin=HI)
+    assert rendered.returncode == 0, rendered.stderr
+    assert "tool-call format hermes (fallback)" in rendered.stderr and "Pass --format" in rendered.stderr
 
 
 # ---------------------------------------------------------------- submit and events
@@ -143,32 +150,43 @@ QWQ_LIKE = (
     "{%- else %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endif %}{%- endfor %}"
 )
 
+# A call turn with only calls, then its result.
+CALL_REQUEST = {
+    "messages": [
+        {"role": "user", "content": "zorbix of 1 and 2?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "calculate_zorbix", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "3"},
+    ]
+}
+
 
 @pytest.mark.parametrize(
     "source,needle",
     [
         ("{% for m in messages %}{{ m.content }", "does not compile: line 1"),
         ("{{ raise_exception('this template wants alternating roles') }}", "this template wants alternating roles"),
-        (QWQ_LIKE, "'None' has no attribute 'split'"),
+        ("{% for m in messages %}\n{{ m.content + 1 }}{% endfor %}", "failed at line 2: TypeError"),
     ],
 )
 def test_render_with_a_template_that_fails(tmp_path, source, needle):
     path = tmp_path / "bad.j2"
     path.write_text(source)
-    request = {
-        "messages": [
-            {"role": "user", "content": "zorbix of 1 and 2?"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {"id": "call_1", "type": "function", "function": {"name": "calculate_zorbix", "arguments": "{}"}}
-                ],
-            },
-            {"role": "tool", "tool_call_id": "call_1", "content": "3"},
-        ]
-    }
-    assert_one_line(toolq("render", "--template", str(path), stdin=json.dumps(request)), needle)
+    assert_one_line(toolq("render", "--template", str(path), stdin=json.dumps(CALL_REQUEST)), needle)
+
+
+def test_render_gives_a_qwq_like_template_the_content_it_needs(tmp_path):
+    # The probe found that earlier call turns need content "" (worker/templates/probe.py).
+    path = tmp_path / "qwq.j2"
+    path.write_text(QWQ_LIKE)
+    rendered = toolq("render", "--template", str(path), stdin=json.dumps(CALL_REQUEST))
+    assert rendered.returncode == 0, rendered.stderr
+    assert '<tool_call>\n{"name": "calculate_zorbix", "arguments": {}}\n</tool_call>' in rendered.stdout
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from toolq.protocol import ToolCall
 from worker import jsonish
+from worker.formats import lenient
 from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
 from worker.formats.common import calls_from_value, tool_name, tool_params, tools_block
 from worker.grammar import GrammarBuilder, literal, rule_name
@@ -147,12 +148,17 @@ def _partial_tag_at_end(text: str, tag: str) -> int:
     return 0
 
 
+_MENTION = -1  # one_call's answer for an opening tag with no call after it
+
+
 class _Reader:
     """Walks the text once, tag by tag; collects content pieces, calls and errors."""
 
-    def __init__(self, text: str, open_tag: str, close_tag: str):
+    def __init__(self, text: str, open_tag: str, close_tag: str, tool_names: set[str] | None = None):
         self.text = text
         self.open_tag, self.close_tag = open_tag, close_tag
+        # The offered tools: only with them are the other forms of a call read (lenient.py).
+        self.tool_names = tool_names or set()
         self.pieces: list[str] = []
         self.calls: list[ToolCall] = []
         self.errors: list[str] = []
@@ -179,20 +185,14 @@ class _Reader:
 
     def run(self) -> None:
         text = self.text
-        pos: int | None = 0
+        pos = 0  # where the content not yet taken starts
+        scan = 0  # where to look for the next call (past a tag that turned out to be prose)
         while True:
-            k = text.find(self.open_tag, pos)
-            t = text.find(THINK_OPEN, pos)
-            if t != -1 and (k == -1 or t < k):
-                # A call drafted while thinking is not a call; an unclosed <think> runs to the end.
-                # Only text outside calls is searched, so "<think>" inside an argument is safe.
-                self.pieces.append(text[pos:t])
-                end = text.find(THINK_CLOSE, t + len(THINK_OPEN))
-                if end == -1:
-                    return
-                pos = end + len(THINK_CLOSE)
-                continue
-            if k == -1:
+            k = text.find(self.open_tag, scan)
+            t = text.find(THINK_OPEN, scan)
+            other = self.next_lenient(scan)
+            first = min((x for x in (k, t, other) if x != -1), default=-1)
+            if first == -1:
                 tail = text[pos:]
                 cut = _partial_tag_at_end(tail, self.open_tag)
                 if cut:
@@ -203,31 +203,57 @@ class _Reader:
                     tail = tail[:-cut]
                 self.pieces.append(tail)
                 return
-            self.pieces.append(text[pos:k])
-            pos = self.one_call(k + len(self.open_tag))
-            self.spans.append((k, len(text) if pos is None else pos))
-            if pos is None:
-                return
+            if first == t:
+                # A call drafted while thinking is not a call; an unclosed <think> runs to the end.
+                # Only text outside calls is searched, so "<think>" inside an argument is safe.
+                self.pieces.append(text[pos:t])
+                end = text.find(THINK_CLOSE, t + len(THINK_OPEN))
+                if end == -1:
+                    return
+                pos = scan = end + len(THINK_CLOSE)
+                continue
+            if first == k:
+                nxt = self.one_call(k + len(self.open_tag))
+                if nxt == _MENTION:
+                    scan = k + len(self.open_tag)  # the tag was named in prose: it stays content
+                    continue
+                self.pieces.append(text[pos:k])
+                self.spans.append((k, len(text) if nxt is None else nxt))
+                if nxt is None:
+                    return
+                pos = scan = nxt
+                continue
+            found = lenient.read_at(text, other, self.tool_names)
+            if found is None:
+                scan = other + 1
+                continue
+            self.pieces.append(text[pos:other])
+            self.add(list(found[0]))
+            self.spans.append((other, found[1]))
+            pos = scan = found[1]
+
+    def next_lenient(self, scan: int) -> int:
+        """Where the next other form of a call may start (lenient.py), or -1."""
+        if not self.tool_names:
+            return -1
+        m = lenient.START.search(self.text, scan)
+        return -1 if m is None else m.start()
 
     def one_call(self, j: int) -> int | None:
-        """Read the call whose body starts at j; return where to continue (None: at the end)."""
+        """Read the call whose body starts at j; return where to continue (None: at the end), or
+        _MENTION when no call follows the tag (the tag was named in prose)."""
         text = self.text
         j = _skip_fence_open(text, _skip_ws(text, j))
+        if text.startswith("<function", j) and self.tool_names:
+            found = lenient.read_function(text, j, self.tool_names)
+            if found is not None:
+                self.add(list(found[0]))
+                return self.after_call(found[1])
         if j < len(text) and text[j] in "{[":
             scan = jsonish.scan_value(text, j, stops=(self.close_tag, self.open_tag))
             if scan.end is not None:  # complete
                 self.read_body(text[j : scan.end])
-                after = _skip_fence_close(text, scan.end)
-                # Without a closing tag, whatever follows is ordinary text. Before one, stray
-                # punctuation (an extra brace) is dropped, but words are kept as content.
-                close = text.find(self.close_tag, after)
-                nxt = text.find(self.open_tag, after)
-                if close != -1 and (nxt == -1 or close < nxt):
-                    between = text[after:close]
-                    if any(ch.isalnum() for ch in between):
-                        self.pieces.append(between)
-                    return close + len(self.close_tag)
-                return after
+                return self.after_call(scan.end)
             if scan.stopped_at is not None:
                 # The JSON is broken before a tag: read up to the tag for a precise error.
                 self.read_body(text[j : scan.stopped_at])
@@ -236,20 +262,35 @@ class _Reader:
                 return scan.stopped_at
             self.truncated_call()
             return None
-        # Not JSON at all: the body runs to the closing tag, or the next call, or the end.
+        # Not JSON: a (broken) call only when its own closing tag ends it, or when the output
+        # ends right there; otherwise the tag was only named in prose.
         close = text.find(self.close_tag, j)
         nxt = text.find(self.open_tag, j)
         if close != -1 and (nxt == -1 or close < nxt):
             self.read_body(text[j:close])
             return close + len(self.close_tag)
-        if nxt != -1:
-            self.read_body(text[j:nxt])
-            return nxt
-        if not text[j:].strip() or text[j:].strip().startswith("`"):
+        if nxt == j:  # the tag written twice: the second one opens the call
+            return j
+        rest = text[j:].strip()
+        if not rest or rest == "`" * len(rest) or self.open_tag.startswith(rest):  # cut short
             self.truncated_call()
             return None
-        self.read_body(text[j:])
-        return None
+        return _MENTION
+
+    def after_call(self, end: int) -> int:
+        """Past a call's closing tag (and a fence), from the end of its body."""
+        text = self.text
+        after = _skip_fence_close(text, end)
+        # Without a closing tag, whatever follows is ordinary text. Before one, stray
+        # punctuation (an extra brace) is dropped, but words are kept as content.
+        close = text.find(self.close_tag, after)
+        nxt = text.find(self.open_tag, after)
+        if close != -1 and (nxt == -1 or close < nxt):
+            between = text[after:close]
+            if any(ch.isalnum() for ch in between):
+                self.pieces.append(between)
+            return close + len(self.close_tag)
+        return after
 
     def truncated_call(self) -> None:
         self.n += 1
@@ -258,43 +299,25 @@ class _Reader:
         return None
 
 
-def _bare_calls(text: str, tool_names: set[str] | None) -> list[ToolCall] | None:
-    """Untagged JSON is a call only if it is the whole message and names known tools."""
-    if not tool_names:
-        return None
-    body = jsonish.strip_fence(text)
-    if not body or body[0] not in "{[":
-        return None
-    scan = jsonish.scan_value(body, 0)
-    if scan.end != len(body):
-        return None
-    try:
-        value = jsonish.loads(body)
-    except jsonish.JsonishError:
-        return None
-    results = calls_from_value(value, 1)
-    if all(isinstance(r, ToolCall) and r.name in tool_names for r in results):
-        return results  # type: ignore[return-value]
-    return None
-
-
 def parse_tagged(text: str, tool_names: set[str] | None, open_tag: str = OPEN, close_tag: str = CLOSE) -> ParsedOutput:
     """The parser for any pair of tags (Mixtral's undoes its escapes first)."""
     try:
         text = text if isinstance(text, str) else str(text)
-        reader = _Reader(text, open_tag, close_tag)
+        reader = _Reader(text, open_tag, close_tag, tool_names)
         reader.run()
         cut = _lone_think_close(text, reader.spans)
         if cut != -1:
             text = text[cut:]
-            reader = _Reader(text, open_tag, close_tag)
+            reader = _Reader(text, open_tag, close_tag, tool_names)
             reader.run()
+        content = _join_content(reader.pieces)
         if not reader.calls and not reader.errors and not reader.truncated:
-            bare = _bare_calls(text, tool_names)
-            if bare:
-                return ParsedOutput(content="", tool_calls=bare)
+            # Untagged call JSON counts only on its own lines at the end of the message.
+            trailing = lenient.trailing_calls(content, tool_names)
+            if trailing is not None:
+                return ParsedOutput(content=trailing[0].strip(), tool_calls=trailing[1])
         return ParsedOutput(
-            content=_join_content(reader.pieces),
+            content=content,
             tool_calls=reader.calls,
             errors=reader.errors,
             truncated_call=reader.truncated,

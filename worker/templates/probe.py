@@ -103,12 +103,18 @@ def _renders(render_raw: RenderRaw, messages: list[dict[str, Any]], *needles: st
 
 
 def _probe_call_shape(render_raw: RenderRaw) -> _CallShape | None:
-    """The first call shape the template renders, or None when it renders none."""
-    for as_string in (False, True):
-        for empty_content in (False, True):
-            turn = _probe_call_turn(as_string, empty_content)
-            if _renders(render_raw, [_user(), turn], _P_TOOL_NAME, _P_ARG):
-                return as_string, empty_content
+    """The first call shape the template renders, or None when it renders none.
+
+    A call turn is tried followed by its result first, then by a user turn, then last: some
+    templates treat the last assistant turn apart (QwQ splits ``content`` of earlier turns only,
+    so a null content fails there and nowhere else).
+    """
+    for after in ([_probe_tool_turn()], [_user(_P_USER2)], []):
+        for as_string in (False, True):
+            for empty_content in (False, True):
+                turn = _probe_call_turn(as_string, empty_content)
+                if _renders(render_raw, [_user(), turn, *after], _P_TOOL_NAME, _P_ARG):
+                    return as_string, empty_content
     return None
 
 

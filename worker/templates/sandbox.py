@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 import jinja2
-from jinja2 import nodes
+from jinja2 import meta, nodes
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -114,6 +114,15 @@ def compile_template(source: str, name: str) -> jinja2.Template:
     except jinja2.TemplateSyntaxError as e:
         raise TemplateSyntaxError(f"chat template {name} does not compile: line {e.lineno}: {e.message}") from None
     return env.template_class.from_code(env, code, env.make_globals(None), None)
+
+
+def undeclared_variables(source: str) -> set[str]:
+    """The names a template reads from its context (``functions``, ``tools``...), from its source;
+    empty for a source that does not parse (compile_template reports that)."""
+    try:
+        return set(meta.find_undeclared_variables(_env().parse(source)))
+    except jinja2.TemplateSyntaxError:
+        return set()
 
 
 def run_template(template: jinja2.Template, name: str, **context: Any) -> str:

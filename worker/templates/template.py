@@ -16,10 +16,11 @@ from typing import Any
 from toolq.protocol import Message
 from worker.formats.base import ToolCallFormat, ToolDefinition
 from worker.templates.adapt import Adapter
+from worker.templates.context import TemplateContext, probe_context
 from worker.templates.errors import TemplateError
 from worker.templates.markers import clean_json, segments, unmark
 from worker.templates.probe import Capabilities, probe_capabilities, probe_wraps_tool_results
-from worker.templates.sandbox import compile_template, run_template
+from worker.templates.sandbox import compile_template, run_template, undeclared_variables
 
 
 @dataclass
@@ -39,6 +40,8 @@ class ChatTemplate:
         self.bos_token = bos_token or ""
         self.eos_token = eos_token or ""
         self._template = compile_template(source, name)
+        self._reads = undeclared_variables(source)
+        self._context: TemplateContext | None = None
         self._capabilities: Capabilities | None = None
         # Per tool-call format: does the template wrap tool results itself (hermes3 does)?
         self._wraps_results: dict[str, bool] = {}
@@ -76,16 +79,32 @@ class ChatTemplate:
         tools: Sequence[ToolDefinition] | None = None,
         add_generation_prompt: bool = True,
     ) -> str:
-        """Render message dicts exactly as given, as HF's apply_chat_template would."""
-        return run_template(
-            self._template,
-            self.name,
-            messages=list(messages),
-            tools=list(tools) if tools else None,
-            add_generation_prompt=add_generation_prompt,
-            bos_token=self.bos_token,
-            eos_token=self.eos_token,
-        )
+        """Render message dicts exactly as given, as HF's apply_chat_template would, plus the
+        variables this template reads besides (``worker/templates/context.py``)."""
+        return self._render_with(list(messages), list(tools) if tools else None, self.context, add_generation_prompt)
+
+    def _render_with(
+        self,
+        messages: list[Any],
+        tools: list[Any] | None,
+        context: TemplateContext,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        variables = {
+            "messages": messages,
+            "tools": tools,
+            "add_generation_prompt": add_generation_prompt,
+            "bos_token": self.bos_token,
+            "eos_token": self.eos_token,
+        }
+        return run_template(self._template, self.name, **(variables | context.variables(tools)))
+
+    @property
+    def context(self) -> TemplateContext:
+        """What this template reads besides HF's variables; found once."""
+        if self._context is None:
+            self._context = probe_context(self._reads, self._render_with)
+        return self._context
 
     # -- capabilities
 
