@@ -34,6 +34,7 @@ from worker.jobrun import run_job
 from worker.loop import ConversationLoop
 from worker.settings import WorkerSettings
 from worker.sources.registry import RegistrySource
+from worker.sources.services import ServiceSource
 from worker.state import WorkerState
 from worker.templates import ChatTemplate
 from worker.toolbox import ToolResolver, ToolSource
@@ -73,7 +74,8 @@ def create_worker(
         store = JobStore(redis, event_ttl_s=settings.event_ttl_s, stream_maxlen=settings.stream_maxlen)
         # Where calls run, first match wins: this worker's own tools, then its MCP servers, then
         # the tool services registered in Redis.
-        sources: list[ToolSource] = [RegistrySource(registry)]
+        services = ServiceSource(redis)
+        sources: list[ToolSource] = [RegistrySource(registry), services]
         resolver = ToolResolver(sources)
         state = WorkerState(
             settings=settings,
@@ -89,6 +91,7 @@ def create_worker(
         )
         holder["state"] = state
         state.background.append(asyncio.create_task(heartbeat(state)))
+        state.background.append(asyncio.create_task(services.keep_fresh()))
         log.info(
             "worker ready",
             worker_id=worker_id,
