@@ -18,6 +18,7 @@ from toolq.protocol import (
     JobStatus,
     PendingAction,
     RequiredAction,
+    Where,
 )
 
 
@@ -143,7 +144,9 @@ class CancelView(BaseModel):
 class ToolSpec(BaseModel):
     type: Literal["function"] = "function"
     function: dict[str, Any]
-    models: list[str] = Field(description="models whose workers all serve this tool")
+    models: list[str] = Field(description="models whose jobs can call this tool")
+    where: Where = Field("worker", description="where its calls run: the workers, or a tool service")
+    requires_approval: bool = Field(False, description="every call waits for the caller's approval")
 
 
 class ToolsView(BaseModel):

@@ -1,4 +1,4 @@
-"""`toolq submit | events | demo`, and the subcommands the services plug in (`worker`, `parse`,
+"""`toolq submit | events | demo | tools serve`, and the subcommands the services plug in (`worker`, `parse`,
 `render`, `gateway`).
 
 The public package imports no service. The worker and the gateway register their subcommands
@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="toolq", description="Tool-calling LLM conversations as queued jobs.")
     sub = p.add_subparsers(dest="command", required=True)
     _add_service_commands(sub)
+    from toolq.services.commands import register as register_tools  # it imports CommandError from here
+
+    register_tools(sub)
 
     s = sub.add_parser("submit", help="submit a prompt and follow the job")
     s.add_argument("prompt")

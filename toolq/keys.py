@@ -71,3 +71,31 @@ def worker(worker_id: str) -> str:
 def health(worker_id: str) -> str:
     """arq's health check of one worker, refreshed every few seconds while it runs."""
     return f"{PREFIX}:health:{worker_id}"
+
+
+# Tool services (toolq/services/): one expiring hash per live instance, as for workers.
+SERVICES = f"{PREFIX}:services"  # set of instance ids (members whose key expired are stale)
+
+
+def service(instance_id: str) -> str:
+    return f"{PREFIX}:service:{instance_id}"
+
+
+# A tool's calls, its results and the caller's wake-up share the hash tag ``{tool}``, so the
+# result script (toolq/lua/service_result.lua) touches keys of one slot.
+SERVICE_GROUP = "toolq-services"  # the consumer group every instance of a tool reads its stream in
+
+
+def tool_calls(tool: str) -> str:
+    """Stream of calls to one service tool; each instance is a consumer of ``SERVICE_GROUP``."""
+    return f"{PREFIX}:calls:{{{tool}}}"
+
+
+def tool_result(tool: str, call_id: str) -> str:
+    """The accepted result of one call (set once: the call id is the idempotency key)."""
+    return f"{PREFIX}:result:{{{tool}}}:{call_id}"
+
+
+def tool_reply(tool: str, call_id: str) -> str:
+    """List the caller BLPOPs for the result of one call."""
+    return f"{PREFIX}:reply:{{{tool}}}:{call_id}"

@@ -1,4 +1,5 @@
-"""The worker registry: which models and tools the live workers serve right now.
+"""The worker registry: which models and tools the live workers serve right now (and, beside it,
+the tool services' catalog, ``toolq/services/catalog.py``).
 
 Each worker keeps its entry fresh with ``register`` (toolq.keys: set ``toolq:workers``, one
 expiring hash per worker); the gateway and the SDK's Redis mode read it with ``read_fleet`` to
@@ -8,15 +9,18 @@ refused at once instead of waiting in a queue forever. ``WorkerInfo`` is the has
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 from toolq import keys
 from toolq.api import ModelView, ToolSpec
+from toolq.entries import drop_entry, read_entries, write_entry
 from toolq.errors import Unavailable, UnknownModel, UnknownTool
-from toolq.protocol import JobRequest
+from toolq.protocol import JobRequest, Where
+from toolq.services.catalog import ServiceCatalog, read_services
 
 
 @dataclass(frozen=True)
@@ -103,9 +107,10 @@ class WorkerInfo:
 
 @dataclass(frozen=True)
 class Fleet:
-    """A snapshot of the live workers."""
+    """A snapshot of the live workers and tool service instances."""
 
     workers: tuple[WorkerInfo, ...] = field(default_factory=tuple)
+    services: ServiceCatalog = field(default_factory=ServiceCatalog)
 
     def models(self) -> list[str]:
         return sorted({w.model for w in self.workers})
@@ -122,12 +127,25 @@ class Fleet:
         common = frozenset.intersection(*(w.tool_names for w in workers))
         return {t["function"]["name"]: t for t in workers[0].tools if t["function"]["name"] in common}
 
+    def served_tools(self, model: str) -> dict[str, dict[str, Any]]:
+        """The tools a job of the model can name: its workers' own, then the live tool services'
+        (any worker reaches those; a worker's own tool of the same name wins, as in its resolver)."""
+        return {**self.services.tools(), **self.tools_of(model)}
+
     def tool_specs(self) -> list[ToolSpec]:
-        """Every tool a live model serves, once, with the models that serve it; sorted by name."""
+        """Every tool a live model serves, once, with the models that serve it and where it runs;
+        sorted by name."""
         specs: dict[str, ToolSpec] = {}
         for model in self.models():
-            for name, spec in self.tools_of(model).items():
-                specs.setdefault(name, ToolSpec(function=spec["function"], models=[])).models.append(model)
+            for name, spec in self.served_tools(model).items():
+                if name not in specs:
+                    specs[name] = ToolSpec(
+                        function=spec["function"],
+                        models=[],
+                        where=_where(spec),
+                        requires_approval=bool(spec.get("requires_approval", False)),
+                    )
+                specs[name].models.append(model)
         return [specs[n] for n in sorted(specs)]
 
     async def describe(self, redis: Any, models: list[str]) -> list[ModelView]:
@@ -172,7 +190,7 @@ class Fleet:
             raise UnknownModel(
                 f"model {model!r} is not served by any live worker; served: {', '.join(models)}", field="model"
             )
-        served = self.tools_of(model)
+        served = self.served_tools(model)
         asked = list(request.served_tool_names() or [])
         forced = request.forced_tool()
         if forced is not None and request.tools is None:
@@ -189,44 +207,32 @@ class Fleet:
         return model
 
 
+def _where(spec: dict[str, Any]) -> Where:
+    where = spec.get("where")
+    return cast("Where", where) if where in get_args(Where) else "worker"
+
+
 async def register(redis: Any, info: WorkerInfo, ttl_ms: int) -> None:
     """Write or refresh a worker's entry; it expires unless refreshed within ``ttl_ms``."""
-    async with redis.pipeline(transaction=False) as pipe:
-        pipe.hset(keys.worker(info.id), mapping=info.to_hash())
-        pipe.pexpire(keys.worker(info.id), ttl_ms)
-        pipe.sadd(keys.WORKERS, info.id)
-        await pipe.execute()
+    await write_entry(redis, keys.WORKERS, keys.worker(info.id), info.id, info.to_hash(), ttl_ms)
 
 
 async def deregister(redis: Any, worker_id: str) -> None:
     """Remove a worker's entry (a worker stopping cleanly)."""
-    await redis.srem(keys.WORKERS, worker_id)
-    await redis.delete(keys.worker(worker_id))
+    await drop_entry(redis, keys.WORKERS, keys.worker(worker_id), worker_id)
 
 
 async def read_fleet(redis: Any, *, prune: bool = True) -> Fleet:
-    """The live workers. Two round trips: the member set, then every hash in one pipeline.
+    """The live workers and tool service instances, read side by side (each two round trips).
 
-    A member whose hash expired belongs to a dead worker; with ``prune`` it is dropped from the
-    set (a live worker re-adds itself on its next heartbeat, so this can never hide one for long).
+    A member whose hash expired belongs to a dead worker or instance; with ``prune`` it is dropped
+    from its set (a live one re-adds itself on its next heartbeat, so this can never hide it for long).
     """
-    ids = sorted(m.decode() for m in await redis.smembers(keys.WORKERS))
-    if not ids:
-        return Fleet()
-    async with redis.pipeline(transaction=False) as pipe:
-        for wid in ids:
-            pipe.hgetall(keys.worker(wid))
-        hashes = await pipe.execute()
-    workers, dead = [], []
-    for wid, h in zip(ids, hashes, strict=True):
-        info = WorkerInfo.from_hash(h) if h else None
-        if info is None:
-            dead.append(wid)
-        else:
-            workers.append(info)
-    if prune and dead:
-        await redis.srem(keys.WORKERS, *dead)
-    return Fleet(tuple(workers))
+    workers, services = await asyncio.gather(
+        read_entries(redis, keys.WORKERS, keys.worker, WorkerInfo.from_hash, prune=prune),
+        read_services(redis, prune=prune),
+    )
+    return Fleet(tuple(workers), services)
 
 
 def local_worker_alive(redis_url: str, host: str | None = None) -> bool:

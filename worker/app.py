@@ -34,6 +34,7 @@ from worker.jobrun import run_job
 from worker.loop import ConversationLoop
 from worker.settings import WorkerSettings
 from worker.sources.registry import RegistrySource
+from worker.sources.services import ServiceSource
 from worker.state import WorkerState
 from worker.templates import ChatTemplate
 from worker.toolbox import ToolResolver, ToolSource
@@ -86,6 +87,8 @@ def create_worker(
             mcp = await McpSource.start(parse_servers(settings.mcp_servers), reserved=registry.names())
             holder["mcp"] = mcp
             sources.append(mcp)
+        services = ServiceSource(redis)
+        sources.append(services)
         resolver = ToolResolver(sources)
         state = WorkerState(
             settings=settings,
@@ -101,6 +104,7 @@ def create_worker(
         )
         holder["state"] = state
         state.background.append(asyncio.create_task(heartbeat(state)))
+        state.background.append(asyncio.create_task(services.keep_fresh()))
         log.info(
             "worker ready",
             worker_id=worker_id,

@@ -1,0 +1,61 @@
+"""The caller's side of a tool service: send one call and wait for its result, never past its
+timeout. A worker calls service tools through this (worker/sources/services.py).
+
+Waiting is a BLPOP on the call's own reply key: the result script pushes the outcome there, so the
+caller wakes the moment it is accepted, with no polling and no shared reader to route replies
+through. (Pipelining the BLPOP behind the send saved nothing measurable here: bench/bench_tools.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from toolq import keys
+from toolq.scripts import Script
+from toolq.services.calls import decode_outcome
+from toolq.services.catalog import LiveCatalog
+from toolq.tools import ToolOutcome
+
+__all__ = ["ServiceCaller"]
+
+# Beyond the call's timeout, how long the caller waits for the answer to travel back: a service
+# enforces the same timeout on the tool, and its "timed out" text should win over ours.
+TRANSIT_S = 1.0
+
+
+class ServiceCaller:
+    def __init__(self, redis: Any, catalog: LiveCatalog | None = None):
+        self.redis = redis
+        self.catalog = catalog or LiveCatalog(redis)
+        self._send = Script(redis, "service_call")
+
+    async def call(self, tool: str, call_id: str, arguments: dict[str, Any], timeout_s: float) -> ToolOutcome:
+        """Run ``tool`` on a live instance. Never raises but asyncio.CancelledError: no live
+        instance, no answer in time and a Redis failure are each a failed outcome saying so."""
+        started = time.perf_counter()
+
+        def failed(text: str) -> ToolOutcome:
+            return ToolOutcome(ok=False, content=text, error=text, duration_ms=(time.perf_counter() - started) * 1000)
+
+        try:
+            if not (await self.catalog.get()).serves(tool):
+                return failed(f"no live tool service serves {tool!r}; the call was not sent")
+            stored = await self._send(
+                calls=keys.tool_calls(tool),
+                result=keys.tool_result(tool, call_id),
+                call_id=call_id,
+                arguments=json.dumps(arguments, ensure_ascii=False, separators=(",", ":")),
+                timeout_ms=int(timeout_s * 1000),
+            )
+            if stored is None:
+                got = await self.redis.blpop([keys.tool_reply(tool, call_id)], timeout=timeout_s + TRANSIT_S)
+                if got is None:
+                    return failed(f"tool service {tool!r} did not answer within {timeout_s:g} s")
+                stored = got[1]
+        except RedisError as e:
+            return failed(f"tool service {tool!r} could not be reached: {type(e).__name__}: {e}")
+        return decode_outcome(tool, stored, (time.perf_counter() - started) * 1000)

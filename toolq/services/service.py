@@ -1,0 +1,286 @@
+"""``ToolService``: serve the ``@tool`` functions of a process to every worker, over Redis.
+
+An instance registers its tools in Redis with a heartbeat (``toolq/services/catalog.py``), reads
+the calls of each tool from the tool's stream as one consumer of a consumer group (so several
+instances share the load), runs each with its registry's ``check`` and ``run`` (validation,
+timeouts, the thread cap), posts the result and acknowledges the call in one script
+(``toolq/lua/service_result.lua``). While a call runs its lease is renewed; a call left pending by
+an instance that died is claimed by another one once it has sat idle for a lease (XAUTOCLAIM).
+SIGTERM (with ``handle_signals``) or ``stop()``: stop reading, finish the calls in hand, leave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+import socket
+from contextlib import suppress
+from typing import Any
+
+import structlog
+from redis.asyncio import Redis
+from redis.exceptions import RedisError, ResponseError
+
+from toolq import keys
+from toolq.protocol import now_ms
+from toolq.scripts import Script
+from toolq.services.calls import RESULT_TTL_MS, ServiceCall, encode_outcome
+from toolq.services.catalog import ServiceInfo, deregister_service, register_service
+from toolq.settings import DEFAULT_REDIS_URL
+from toolq.tools import REGISTRY, ToolRegistry
+
+__all__ = ["ToolService", "serve"]
+
+log = structlog.get_logger("toolq.services")
+
+GROUP = keys.SERVICE_GROUP
+FORGET_EVERY = 60  # beats between sweeps for consumers of dead instances
+FORGET_IDLE_MS = 10 * 60 * 1000
+
+
+class ToolService:
+    """Serves the tools of ``registry`` (default: the process-wide REGISTRY that ``@tool`` fills).
+
+    ``concurrency``: calls run at once by this instance. ``lease_ms``: how long a call may sit
+    without its instance renewing it before another instance claims it.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry | None = None,
+        *,
+        redis_url: str | None = None,
+        redis: Any = None,
+        concurrency: int = 16,
+        lease_ms: int = 3000,
+        instance_id: str | None = None,
+        read_block_ms: int = 500,
+    ):
+        if concurrency < 1 or lease_ms < 100:
+            raise ValueError("concurrency must be >= 1 and lease_ms >= 100")
+        self.registry = registry if registry is not None else REGISTRY
+        self.redis_url = redis_url or DEFAULT_REDIS_URL
+        self.concurrency = concurrency
+        self.lease_ms = lease_ms
+        self.heartbeat_ms = max(lease_ms // 3, 50)
+        self.read_block_ms = read_block_ms  # bounds how long a stop waits for the reader
+        self.id = instance_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.ready = asyncio.Event()  # set once registered and reading
+        self.handled = 0
+        self._beats = 0
+        self._redis = redis
+        self._own_redis = redis is None
+        self._stopping = asyncio.Event()
+        self._done = False  # run is leaving: the heartbeat stops
+        self._room = asyncio.Event()
+        self._slots = asyncio.Semaphore(concurrency)
+        self._inflight: dict[str, tuple[str, asyncio.Task[None]]] = {}  # entry id -> (stream, task)
+        self._offset_ms = 0  # Redis's clock minus ours: deadlines are on Redis's clock
+        self._streams = {keys.tool_calls(n): n for n in self.registry.names()}
+
+    def stop(self) -> None:
+        """Stop reading; ``run`` returns once the calls in hand are answered."""
+        self._stopping.set()
+
+    async def run(self, *, handle_signals: bool = False) -> None:
+        if not self._streams:
+            raise ValueError("the registry has no tools to serve")
+        if self._redis is None:
+            self._redis = Redis.from_url(self.redis_url)
+        self._post = Script(self._redis, "service_result")
+        self._renew = Script(self._redis, "service_renew")
+        if handle_signals:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.stop)
+        beats: asyncio.Task[None] | None = None
+        try:
+            await self._create_groups()
+            await self._beat()
+            beats = asyncio.create_task(self._heartbeat())
+            self.ready.set()
+            log.info("tool service ready", instance=self.id, tools=sorted(self._streams.values()))
+            await self._read()
+            if self._inflight:
+                await asyncio.gather(*(t for _, t in list(self._inflight.values())), return_exceptions=True)
+        finally:
+            self._done = True
+            if beats is not None:
+                beats.cancel()
+                # Not gather: Python 3.10-3.11's wait_for (in _heartbeat) can swallow a cancel that
+                # lands as its beat finishes; the loop then ends on _done at its next turn instead.
+                await asyncio.wait({beats}, timeout=max(self.lease_ms / 1000, 1.0) + 1)
+            with suppress(RedisError):
+                await self._leave()
+            if self._own_redis:
+                await self._redis.aclose()
+            log.info("tool service stopped", instance=self.id, handled=self.handled)
+
+    # -- reading calls ---------------------------------------------------------------------------
+
+    async def _create_groups(self) -> None:
+        for stream in self._streams:
+            try:
+                # From the start of the stream: calls sent before any instance existed are served
+                # (answered calls are deleted, and ones past their deadline are dropped unrun).
+                await self._redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+            except ResponseError as e:
+                if "BUSYGROUP" not in str(e):
+                    raise
+
+    async def _read(self) -> None:
+        while not self._stopping.is_set():
+            free = self.concurrency - len(self._inflight)
+            if free <= 0:
+                self._room.clear()
+                with suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._room.wait(), self.read_block_ms / 1000)
+                continue
+            try:
+                got = await self._redis.xreadgroup(
+                    GROUP, self.id, dict.fromkeys(self._streams, ">"), count=free, block=self.read_block_ms
+                )
+            except ResponseError as e:
+                if "NOGROUP" not in str(e):
+                    raise
+                await self._create_groups()  # the stream was deleted under us
+                continue
+            except RedisError as e:
+                log.warning("reading calls failed; retrying", error=str(e))
+                await asyncio.sleep(0.5)
+                continue
+            for stream, entries in got or []:
+                for entry_id, fields in entries:
+                    self._take(stream.decode(), entry_id, fields)
+
+    def _take(self, stream: str, entry_id: bytes, fields: dict[bytes, bytes] | None) -> None:
+        eid = entry_id.decode()
+        if eid in self._inflight:
+            return
+        call = ServiceCall.from_entry(eid, fields or {})
+        task = asyncio.create_task(self._handle(stream, eid, call))
+        self._inflight[eid] = (stream, task)
+
+        def done(_: asyncio.Task[None]) -> None:
+            self._inflight.pop(eid, None)
+            self._room.set()
+
+        task.add_done_callback(done)
+
+    async def _handle(self, stream: str, eid: str, call: ServiceCall | None) -> None:
+        tool = self._streams[stream]
+        if call is None:
+            log.warning("dropping a malformed call", tool=tool, entry=eid)
+            await self._drop(stream, eid)
+            return
+        async with self._slots:
+            remaining_ms = call.deadline_ms - (now_ms() + self._offset_ms)
+            if remaining_ms <= 0:  # its caller has given up: nobody would read the result
+                log.info("dropping a call past its deadline", tool=tool, call_id=call.call_id)
+                await self._drop(stream, eid)
+                return
+            checked = self.registry.check(tool, call.arguments)
+            outcome = await self.registry.run(checked, timeout_s=remaining_ms / 1000)
+        payload = encode_outcome(outcome)
+        for attempt in range(3):
+            try:
+                status = await self._post(
+                    calls=stream,
+                    result=keys.tool_result(tool, call.call_id),
+                    reply=keys.tool_reply(tool, call.call_id),
+                    group=GROUP,
+                    consumer=self.id,
+                    entry_id=eid,
+                    call_id=call.call_id,
+                    payload=payload,
+                    ttl_ms=RESULT_TTL_MS,
+                )
+                break
+            except RedisError as e:
+                # Left pending, the call is claimed and run again by another instance.
+                log.warning("posting a result failed", tool=tool, call_id=call.call_id, error=str(e), attempt=attempt)
+                await asyncio.sleep(0.2 * (attempt + 1))
+        else:
+            return
+        self.handled += 1
+        if status != b"accepted":
+            log.info("result not accepted", tool=tool, call_id=call.call_id, status=status.decode())
+
+    async def _drop(self, stream: str, eid: str) -> None:
+        with suppress(RedisError):
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.xack(stream, GROUP, eid)
+                pipe.xdel(stream, eid)
+                await pipe.execute()
+
+    # -- heartbeat: the registry entry, leases of calls in hand, calls of dead instances --------
+
+    async def _heartbeat(self) -> None:
+        while not self._done:
+            await asyncio.sleep(self.heartbeat_ms / 1000)
+            try:
+                await asyncio.wait_for(self._beat(), max(self.lease_ms / 1000, 1.0))
+            except (RedisError, asyncio.TimeoutError) as e:
+                log.warning("tool service heartbeat failed", error=repr(e))
+
+    async def _beat(self) -> None:
+        sec, usec = await self._redis.time()
+        self._offset_ms = sec * 1000 + usec // 1000 - now_ms()
+        tools = tuple(
+            {**t.spec(), "where": "service", "requires_approval": t.requires_approval, "timeout_s": t.timeout_s}
+            for t in (self.registry.get(n) for n in self.registry.names())
+        )
+        info = ServiceInfo(
+            id=self.id,
+            tools=tools,
+            heartbeat_ms=now_ms(),
+            concurrency=self.concurrency,
+            busy=len(self._inflight),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+        )
+        await register_service(self._redis, info, 3 * self.heartbeat_ms)
+        for eid, (stream, _) in list(self._inflight.items()):
+            await self._renew(calls=stream, group=GROUP, consumer=self.id, entry_id=eid)
+        self._beats += 1
+        if not self._stopping.is_set():
+            await self._claim()
+            if self._beats % FORGET_EVERY == 1:
+                await self._forget_dead_consumers()
+
+    async def _claim(self) -> None:
+        """Take the calls that instances which died left pending for a lease."""
+        for stream in self._streams:
+            free = self.concurrency - len(self._inflight)
+            if free <= 0:
+                return
+            _, entries, *_ = await self._redis.xautoclaim(stream, GROUP, self.id, self.lease_ms, "0-0", count=free)
+            for entry_id, fields in entries:
+                if entry_id is not None:
+                    log.warning("claimed a call of a lost instance", tool=self._streams[stream], entry=entry_id)
+                    self._take(stream, entry_id, fields)
+
+    async def _forget_dead_consumers(self) -> None:
+        """Delete the group's consumers that hold nothing and have not read for a long while:
+        instances that died (their calls were claimed already). A live instance reads every
+        ``read_block_ms``, and one deleted anyway is recreated by its next read."""
+        for stream in self._streams:
+            for c in await self._redis.xinfo_consumers(stream, GROUP):
+                name = c["name"].decode() if isinstance(c["name"], bytes) else c["name"]
+                if name != self.id and c["pending"] == 0 and c["idle"] > FORGET_IDLE_MS:
+                    await self._redis.xgroup_delconsumer(stream, GROUP, name)
+
+    async def _leave(self) -> None:
+        await deregister_service(self._redis, self.id)
+        for stream in self._streams:
+            # A consumer with pending calls keeps them for another instance to claim; deleting it
+            # would drop them.
+            if not await self._redis.xpending_range(stream, GROUP, "-", "+", 1, consumername=self.id):
+                await self._redis.xgroup_delconsumer(stream, GROUP, self.id)
+
+
+def serve(registry: ToolRegistry | None = None, **options: Any) -> None:
+    """Run a ToolService until SIGTERM or Ctrl-C (what ``toolq tools serve`` does)."""
+    asyncio.run(ToolService(registry, **options).run(handle_signals=True))
