@@ -62,7 +62,8 @@ def wait_done(client: openai.OpenAI, response_id: str, timeout: float = 20):
 
 def test_background_response_completes_and_another_is_cancelled(client):
     created = client.responses.create(model="scripted", input="Say hello", background=True, instructions="Be brief.")
-    assert created.status == "queued" and created.background and created.id.startswith("resp_")
+    # a free worker may have picked it up already
+    assert created.status in ("queued", "in_progress") and created.background and created.id.startswith("resp_")
     done = wait_done(client, created.id)
     assert done.status == "completed" and done.output_text == "Hello there, friend!"
     assert done.usage.output_tokens > 0 and done.instructions == "Be brief."
