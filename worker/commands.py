@@ -105,14 +105,12 @@ def _mcp_servers(values: list[str] | None) -> str | None:
     """The --mcp values as one JSON list (the setting's form); each is checked when the worker starts."""
     if not values:
         return None
-    servers: list[Any] = []
-    for v in values:
-        try:
-            parsed = json.loads(v)
-        except ValueError as e:
-            raise CommandError(f"--mcp {v!r} is not JSON: {e}") from None
-        servers.extend(parsed if isinstance(parsed, list) else [parsed])
-    return json.dumps(servers)
+    from toolq.mcp import join_server_args
+
+    try:
+        return json.dumps(join_server_args(values))
+    except ValueError as e:
+        raise CommandError(str(e)) from None
 
 
 # ---------------------------------------------------------------- debug commands

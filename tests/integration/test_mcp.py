@@ -14,6 +14,7 @@ import time
 import pytest
 
 from tests.support.mcp import HttpServer, stdio_server
+from tests.support.services import ServiceProcess
 from tests.support.workers import WorkerProcess, write_rules
 from toolq import keys
 from toolq.jobstore import JobStore
@@ -216,3 +217,28 @@ async def test_a_job_calls_the_mcp_tool_through_a_worker_process(redis_url):
     assert any(m.role == "tool" and m.content == "22" for m in result.messages)
     advertised = {t["function"]["name"]: t["where"] for t in json.loads(registered)}
     assert advertised["add"] == "mcp" and advertised["calculate_zorbix"] == "worker"
+
+
+async def test_a_tool_service_serves_an_mcp_server_to_a_worker_that_has_none(redis_url):
+    """``toolq tools serve --mcp``: the fleet reaches the MCP server through one service process."""
+    rules = [("<tool_response>\\n22", "The service's MCP server says 22."), ("", CALL_ADD)]
+    service = ServiceProcess(redis_url, (), extra=("--mcp", json.dumps(stdio_server("calc")))).wait_ready()
+    worker = WorkerProcess(redis_url, script=write_rules(rules)).wait_ready()
+    store = JobStore.from_url(redis_url)
+    try:
+        request = JobRequest(messages=[Message(role="user", content="add 15 and 7")], tools=["add"])
+        job_id, _ = await store.submit(request, model="scripted")
+        events = await asyncio.wait_for(_collect(store, job_id), 30)
+        result = await store.result(job_id)
+    finally:
+        await store.close()
+        worker.stop()
+        service.stop()
+    assert events[-1].type == EventType.final, worker.output() + service.output()
+    outcome = next(e for e in events if e.type == EventType.tool_result)
+    assert outcome.data["where"] == "service" and outcome.data["ok"] and outcome.data["content"] == "22"
+    assert result.content == "The service's MCP server says 22."
+
+
+async def _collect(store: JobStore, job_id: str) -> list:
+    return [e async for e in store.follow(job_id)]

@@ -201,6 +201,9 @@ def test_serve_refuses_bad_input_in_one_line(redis_url):
         (("json", "--redis-url", redis_url), "no @tool functions in json"),
         (("tests.support.service_tools", "--concurrency", "0"), "--concurrency must be at least 1"),
         (("tests.support.service_tools", "--redis-url", "http://x"), "bad Redis URL"),
+        ((), "name at least one MODULE with @tool functions, or an MCP server with --mcp"),
+        (("--mcp", "{not json"), "--mcp '{not json' is not JSON"),
+        (("--mcp", '{"name": "x"}'), 'give exactly one of "command"'),
     ]:
         done = serve(*args)
         assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -24,10 +24,11 @@ class ServiceProcess:
         *,
         lease_ms: int = 1000,
         concurrency: int = 16,
+        extra: tuple[str, ...] = (),
     ):
         self.redis_url = redis_url
         args = [sys.executable, "-m", "toolq", "tools", "serve", *modules, "--redis-url", redis_url]
-        args += ["--lease-ms", str(lease_ms), "--concurrency", str(concurrency)]
+        args += ["--lease-ms", str(lease_ms), "--concurrency", str(concurrency), *extra]
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False, prefix="toolq-service-")
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=REPO)

@@ -6,8 +6,8 @@ task, re-opened with backoff), ``catalog`` (listings as SchemaTools under unique
 """
 
 from toolq.mcp.catalog import McpTool
-from toolq.mcp.config import McpServerConfig, parse_servers
+from toolq.mcp.config import McpServerConfig, join_server_args, parse_servers
 from toolq.mcp.connection import McpUnavailable
 from toolq.mcp.servers import McpTools
 
-__all__ = ["McpServerConfig", "McpTool", "McpTools", "McpUnavailable", "parse_servers"]
+__all__ = ["McpServerConfig", "McpTool", "McpTools", "McpUnavailable", "join_server_args", "parse_servers"]

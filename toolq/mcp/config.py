@@ -76,3 +76,15 @@ def parse_servers(raw: str | Sequence[Any] | None) -> list[McpServerConfig]:
             raise ValueError(f"{label}: the name {config.name!r} is used twice")
         out.append(config)
     return out
+
+
+def join_server_args(values: Sequence[str]) -> list[Any]:
+    """Repeated ``--mcp JSON`` options (each one server object or a list of them) as one list."""
+    servers: list[Any] = []
+    for v in values:
+        try:
+            parsed = json.loads(v)
+        except ValueError as e:
+            raise ValueError(f"--mcp {v!r} is not JSON: {e}") from None
+        servers.extend(parsed if isinstance(parsed, list) else [parsed])
+    return servers

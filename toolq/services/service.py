@@ -7,6 +7,9 @@ timeouts, the thread cap), posts the result and acknowledges the call in one scr
 (``toolq/lua/service_result.lua``). While a call runs its lease is renewed; a call left pending by
 an instance that died is claimed by another one once it has sat idle for a lease (XAUTOCLAIM).
 SIGTERM (with ``handle_signals``) or ``stop()``: stop reading, finish the calls in hand, leave.
+
+With ``mcp`` it also serves the tools of MCP servers (``toolq.mcp.McpTools``), opened when it
+starts: a fleet reaches an MCP server through one service instead of through every worker.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import secrets
 import signal
 import socket
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from redis.asyncio import Redis
@@ -29,7 +32,10 @@ from toolq.scripts import Script
 from toolq.services.calls import RESULT_TTL_MS, ServiceCall, encode_outcome
 from toolq.services.catalog import ServiceInfo, deregister_service, register_service
 from toolq.settings import DEFAULT_REDIS_URL
-from toolq.tools import REGISTRY, ToolRegistry
+from toolq.tools import REGISTRY, CheckedCall, ToolOutcome, ToolRegistry
+
+if TYPE_CHECKING:
+    from toolq.mcp import McpTools
 
 __all__ = ["ToolService", "serve"]
 
@@ -56,6 +62,7 @@ class ToolService:
         concurrency: int = 16,
         lease_ms: int = 3000,
         instance_id: str | None = None,
+        mcp: McpTools | None = None,
         read_block_ms: int = 500,
     ):
         if concurrency < 1 or lease_ms < 100:
@@ -78,6 +85,7 @@ class ToolService:
         self._slots = asyncio.Semaphore(concurrency)
         self._inflight: dict[str, tuple[str, asyncio.Task[None]]] = {}  # entry id -> (stream, task)
         self._offset_ms = 0  # Redis's clock minus ours: deadlines are on Redis's clock
+        self.mcp = mcp
         self._streams = {keys.tool_calls(n): n for n in self.registry.names()}
 
     def stop(self) -> None:
@@ -85,8 +93,11 @@ class ToolService:
         self._stopping.set()
 
     async def run(self, *, handle_signals: bool = False) -> None:
+        if self.mcp is not None:
+            await self.mcp.start()  # an unreachable server is logged; its tools come when it answers
+            self._streams.update({keys.tool_calls(n): n for n in self.mcp.names() if n not in self.registry})
         if not self._streams:
-            raise ValueError("the registry has no tools to serve")
+            raise ValueError("there are no tools to serve")
         if self._redis is None:
             self._redis = Redis.from_url(self.redis_url)
         self._post = Script(self._redis, "service_result")
@@ -114,6 +125,8 @@ class ToolService:
                 await asyncio.wait({beats}, timeout=max(self.lease_ms / 1000, 1.0) + 1)
             with suppress(RedisError):
                 await self._leave()
+            if self.mcp is not None:
+                await self.mcp.close()
             if self._own_redis:
                 await self._redis.aclose()
             log.info("tool service stopped", instance=self.id, handled=self.handled)
@@ -181,8 +194,7 @@ class ToolService:
                 log.info("dropping a call past its deadline", tool=tool, call_id=call.call_id)
                 await self._drop(stream, eid)
                 return
-            checked = self.registry.check(tool, call.arguments)
-            outcome = await self.registry.run(checked, timeout_s=remaining_ms / 1000)
+            outcome = await self._run(tool, call.arguments, remaining_ms / 1000)
         payload = encode_outcome(outcome)
         for attempt in range(3):
             try:
@@ -208,6 +220,28 @@ class ToolService:
         if status != b"accepted":
             log.info("result not accepted", tool=tool, call_id=call.call_id, status=status.decode())
 
+    async def _run(self, tool: str, arguments: Any, timeout_s: float) -> ToolOutcome:
+        if tool in self.registry or self.mcp is None:
+            return await self.registry.run(self.registry.check(tool, arguments), timeout_s=timeout_s)
+        found = self.mcp.get(tool)
+        checked = found.schema.check(arguments) if found else CheckedCall(tool, None, [f"no tool {tool!r}"], None)
+        if checked.errors or checked.kwargs is None:
+            text = "; ".join(checked.errors)
+            return ToolOutcome(ok=False, content=text, error=text, duration_ms=0.0)
+        return await self.mcp.call(tool, checked.kwargs, timeout_s=timeout_s)
+
+    def _specs(self) -> tuple[dict[str, Any], ...]:
+        specs = [
+            {**t.spec(), "requires_approval": t.requires_approval, "timeout_s": t.timeout_s}
+            for t in (self.registry.get(n) for n in self.registry.names())
+        ]
+        for name in self._streams.values():
+            found = self.mcp.get(name) if self.mcp is not None and name not in self.registry else None
+            if found is not None:
+                sch = found.schema
+                specs.append({**sch.spec(), "requires_approval": sch.requires_approval, "timeout_s": sch.timeout_s})
+        return tuple({**s, "where": "service"} for s in specs)
+
     async def _drop(self, stream: str, eid: str) -> None:
         with suppress(RedisError):
             async with self._redis.pipeline(transaction=True) as pipe:
@@ -228,10 +262,7 @@ class ToolService:
     async def _beat(self) -> None:
         sec, usec = await self._redis.time()
         self._offset_ms = sec * 1000 + usec // 1000 - now_ms()
-        tools = tuple(
-            {**t.spec(), "where": "service", "requires_approval": t.requires_approval, "timeout_s": t.timeout_s}
-            for t in (self.registry.get(n) for n in self.registry.names())
-        )
+        tools = self._specs()
         info = ServiceInfo(
             id=self.id,
             tools=tools,
