@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from toolq.protocol import FunctionCall, ToolCall
 from worker import jsonish
-from worker.formats.base import ToolDefinition
+from worker.formats.base import ToolCallFormat, ToolDefinition
+from worker.grammar import GrammarBuilder, text_without
 
 
 def tools_block(tools: Sequence[ToolDefinition]) -> str:
@@ -75,3 +76,105 @@ def calls_from_value(value: Any, n: int) -> list[ToolCall | str]:
             return [f"tool call {n} is an empty list"]
         return [call_from_value(v, n + i) for i, v in enumerate(value)]
     return [call_from_value(value, n)]
+
+
+# ---------------------------------------------------------------- shared by the template families' formats
+
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+
+
+def drop_thinking(text: str) -> str:
+    """The text without its ``<think>`` drafts: a call drafted while thinking is not a call.
+
+    A lone ``</think>`` (the template opened the block in the prompt) ends thinking that began
+    at the start; an unclosed ``<think>`` runs to the end.
+    """
+    close = text.find(THINK_CLOSE)
+    if close != -1 and THINK_OPEN not in text[:close]:
+        text = text[close + len(THINK_CLOSE) :]
+    out = []
+    pos = 0
+    while True:
+        start = text.find(THINK_OPEN, pos)
+        if start == -1:
+            out.append(text[pos:])
+            return "".join(out)
+        out.append(text[pos:start])
+        end = text.find(THINK_CLOSE, start)
+        if end == -1:
+            return "".join(out)
+        pos = end + len(THINK_CLOSE)
+
+
+def join_content(pieces: Sequence[str], noise: Sequence[str] = ()) -> str:
+    """Content pieces joined, without the format's own markup (section markers, end tokens)."""
+    cleaned = []
+    for piece in pieces:
+        for mark in noise:
+            piece = piece.replace(mark, "")
+        if piece.strip():
+            cleaned.append(piece.strip())
+    return "\n".join(cleaned)
+
+
+def example_prompt(tools: Sequence[ToolDefinition], example: str) -> str:
+    """The system prompt of a format whose template does not list the tools itself."""
+    return (
+        "You can call the following tools. Call a tool when it helps to answer; "
+        "don't make assumptions about the values to pass.\n"
+        f"{tools_block(tools)}\n\nTo call a tool, write:\n{example}"
+    )
+
+
+def example_call() -> ToolCall:
+    return ToolCall(function=FunctionCall(name="tool_name", arguments={"argument": "value"}))
+
+
+def text_value(raw: str) -> Any:
+    """A parameter value written as plain text (the XML-like formats): a JSON number, boolean,
+    null, object or array when it reads as one, else the text itself, untouched. (Which of the
+    two the tool wanted is in its schema, which parsers are not given: a string argument whose
+    text reads as JSON comes back decoded.)"""
+    s = raw.strip()
+    if not s or s[0] == '"' or not (s[0] in "{[-tfn" or s[0].isdigit()):
+        return raw
+    try:
+        # Containers may come in Python's spelling (templates that print a list with ``string``).
+        value = jsonish.loads(s) if s[0] in "{[" else json.loads(s)
+    except ValueError:
+        return raw
+    return raw if isinstance(value, str) else value
+
+
+def add_results(out: Any, results: Sequence[ToolCall | str]) -> None:
+    """Calls and errors into a ParsedOutput."""
+    for r in results:
+        if isinstance(r, ToolCall):
+            out.tool_calls.append(r)
+        else:
+            out.errors.append(r)
+
+
+class CallRulesFormat(ToolCallFormat):
+    """A format whose grammars come from one rule for a turn's calls (``calls_rule``): the calls
+    alone (required, or no trigger to wait for), or free text that cannot write the trigger and
+    then the calls."""
+
+    def calls_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition], many: bool) -> str:
+        raise NotImplementedError
+
+    def _grammar(self, tools: Sequence[ToolDefinition], *, many: bool, required: bool) -> str:
+        b = GrammarBuilder()
+        rule = self.calls_rule(b, tools, many)
+        if required or not self.trigger:
+            b.add("root", rule)
+        else:
+            b.add("root", f"{text_without(b, self.trigger, 'content')} {rule}?")
+        return b.render()
+
+    def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
+        return self._grammar(tools, many=True, required=required)
+
+    def call_grammar(self, tools: Sequence[ToolDefinition]) -> str:
+        return self._grammar(tools, many=False, required=True)

@@ -1,0 +1,189 @@
+"""Tool calls as XML-like markup, one element per argument: Qwen3-Coder, GLM, MiniMax, DeepSeek DSML.
+
+``<tool_call>\\n<function=NAME>\\n<parameter=KEY>\\nVALUE\\n</parameter>\\n</function>\\n</tool_call>``
+and its cousins differ only in their markup, so a family's module configures ``XmlCallFormat``
+with templates for writing (``{name}``, ``{key}``, ``{string}`` placeholders) and regexes for
+reading. A value is plain text: a string argument is written raw, anything else as JSON. The
+parser keeps a value's text untouched unless it reads as a JSON number, boolean, null, object or
+array (or the markup says it is not a string, as DSML's ``string="false"`` does); it never raises.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from toolq.protocol import ToolCall
+from worker import jsonish
+from worker.formats.base import ParsedOutput, ToolDefinition
+from worker.formats.common import (
+    CallRulesFormat,
+    add_results,
+    call_from_value,
+    drop_thinking,
+    example_call,
+    example_prompt,
+    join_content,
+    text_value,
+    tool_name,
+    tool_params,
+)
+from worker.grammar import GrammarBuilder, literal, rule_name, text_without
+
+
+class XmlCallFormat(CallRulesFormat):
+    """Calls as an element per argument; a family's module sets the class attributes below."""
+
+    # reading
+    call_head: re.Pattern[str] = re.compile(r"(?!)")  # a call's opening, group "name"
+    param_head: re.Pattern[str] = re.compile(r"(?!)")  # an argument's opening, group "key" (and "string")
+    value_end = ""  # what ends a value
+    call_end = ""  # what ends a call
+    trim_newline = False  # values are written on their own line: one newline each side is markup
+    # writing
+    section_open = ""
+    section_close = ""
+    call_open = ""  # with {name}
+    param_open = ""  # with {key} (and {string}: "true" or "false")
+    param_close = ""
+    call_close = ""
+    separator = "\n"
+    noise: tuple[str, ...] = ()
+
+    # -- parsing
+
+    def parse(self, text: str, tool_names: set[str] | None = None) -> ParsedOutput:
+        try:
+            return self._read(drop_thinking(text if isinstance(text, str) else str(text)))
+        except Exception as e:  # pragma: no cover - the fuzz test keeps this unreachable
+            return ParsedOutput(content=str(text), errors=[f"internal parser error: {type(e).__name__}: {e}"])
+
+    def _read(self, text: str) -> ParsedOutput:
+        out = ParsedOutput(content="")
+        pieces: list[str] = []
+        pos = 0
+        while True:
+            m = self.call_head.search(text, pos)
+            if m is None:
+                pieces.append(text[pos:])
+                break
+            pieces.append(text[pos : m.start()])
+            n = len(out.tool_calls) + len(out.errors) + 1
+            name = m.group("name").strip()
+            after = self._one_call(text, m.end(), name, n, out)
+            if after is None:
+                break
+            pos = after
+        out.content = join_content(pieces, self.noise)
+        return out
+
+    def _one_call(self, text: str, i: int, name: str, n: int, out: ParsedOutput) -> int | None:
+        """Read the arguments from i to the call's end; return where to go on (None: the end)."""
+        args: dict[str, Any] = {}
+        while True:
+            k = len(text) - len(text[i:].lstrip())
+            if text.startswith(self.call_end, k):
+                add_results(out, [call_from_value({"name": name, "arguments": args}, n)])
+                return self._skip(text, k + len(self.call_end), self.section_close)
+            pm = self.param_head.match(text, k)
+            end = text.find(self.value_end, pm.end()) if pm else -1
+            if pm is None or end == -1:
+                if pm is not None or not text[k:].strip() or self._cut_in_markup(text[k:]):
+                    out.truncated_call = True
+                    out.errors.append(f"tool call {n} ({name}) is incomplete: the output ended inside it")
+                    return None
+                out.errors.append(f"tool call {n} ({name}): unexpected text where an argument or its end belongs")
+                return k
+            args[pm.group("key").strip()] = self.value(text[pm.end() : end], pm)
+            i = end + len(self.value_end)
+
+    def _cut_in_markup(self, rest: str) -> bool:
+        rest = rest.strip()
+        return any(m.startswith(rest) for m in (self.call_end, self.param_open.split("{", 1)[0]) if m)
+
+    @staticmethod
+    def _skip(text: str, i: int, mark: str) -> int:
+        k = len(text) - len(text[i:].lstrip())
+        return k + len(mark) if mark and text.startswith(mark, k) else i
+
+    def value(self, raw: str, m: re.Match[str]) -> Any:
+        if self.trim_newline:
+            raw = raw[1:] if raw.startswith("\n") else raw
+            raw = raw[:-1] if raw.endswith("\n") else raw
+        kind = m.groupdict().get("string")
+        if kind == "true":
+            return raw
+        if kind == "false":
+            try:
+                return jsonish.loads(raw)
+            except jsonish.JsonishError:
+                return raw
+        return text_value(raw)
+
+    # -- rendering
+
+    def _param(self, key: str, value: Any) -> str:
+        is_string = isinstance(value, str)
+        head = self.param_open.replace("{key}", key).replace("{string}", "true" if is_string else "false")
+        return f"{head}{value if is_string else jsonish.dumps(value)}{self.param_close}"
+
+    def render_call(self, call: ToolCall) -> str:
+        params = "".join(self._param(k, v) for k, v in call.arguments.items())
+        return f"{self.call_open.replace('{name}', call.name)}{params}{self.call_close}"
+
+    def render_tool_calls(self, calls: Sequence[ToolCall]) -> str:
+        body = self.separator.join(self.render_call(c) for c in calls)
+        return f"{self.section_open}{body}{self.section_close}"
+
+    def render_tool_result(self, name: str, call_id: str, content: str) -> str:
+        return content
+
+    def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
+        return example_prompt(tools, self.render_tool_calls([example_call()]))
+
+    # -- grammar
+
+    def _param_gbnf(self, b: GrammarBuilder, key: str, schema: Any, base: str) -> str:
+        is_string = isinstance(schema, dict) and schema.get("type") == "string"
+        enum = schema.get("enum") if isinstance(schema, dict) else None
+        if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
+            value, is_string = "(" + " | ".join(literal(v) for v in enum) + ")", True
+        elif is_string:
+            value = text_without(b, self.value_end, "text-value")
+        else:
+            value = b.schema(schema, base)
+        head = self.param_open.replace("{key}", key).replace("{string}", "true" if is_string else "false")
+        return f"{literal(head)} {value} {literal(self.param_close)}"
+
+    def _call_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition]) -> str:
+        if not tools:
+            raise ValueError("a tool-call grammar needs at least one tool")
+        alternatives = []
+        for tool in tools:
+            name, params = tool_name(tool), tool_params(tool)
+            base = rule_name(name)
+            props = params.get("properties")
+            props = props if isinstance(props, dict) else {}
+            required = params.get("required")
+            required = required if isinstance(required, list) else []
+            parts = []
+            for key, sub in props.items():
+                rule = b.add(f"{base}-{rule_name(key)}-param", self._param_gbnf(b, key, sub, f"{base}-{key}"))
+                parts.append(rule if key in required else f"{rule}?")
+            if not props:
+                anykey = b.add(
+                    "any-param", self._param_gbnf(b, "{key}", {}, "any").replace("{key}", '" [A-Za-z0-9_.-]+ "')
+                )
+                parts.append(f"{anykey}*")
+            body = " ".join([literal(self.call_open.replace("{name}", name)), *parts, literal(self.call_close)])
+            alternatives.append(b.add(base + "-call", body))
+        return b.add("one-call", " | ".join(alternatives))
+
+    def calls_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition], many: bool) -> str:
+        one = self._call_rule(b, tools)
+        sep = f"{literal(self.separator)} " if self.separator else ""
+        body = one + (f" ({sep}{one})*" if many else "")
+        so = f"{literal(self.section_open)} " if self.section_open else ""
+        sc = f" {literal(self.section_close)}" if self.section_close else ""
+        return b.add("tool-calls", f"{so}{body}{sc}")
