@@ -49,9 +49,9 @@ EXPECTED = {
     "Kimi-K2-Instruct.jinja": "kimi_k2",
     "Kimi-K2-Thinking.jinja": "kimi_k2",
     "Kimi-K3.jinja": None,  # <|open|>call tool=...: not written here yet
-    "LFM2-8B-A1B.jinja": None,  # pythonic calls in content, not rendered by the template
-    "LFM2.5-8B-A1B.jinja": None,  # pythonic <|tool_call_start|>[f(x=1)]: not written here yet
-    "LFM2.5-Instruct.jinja": None,
+    "LFM2-8B-A1B.jinja": "lfm2",
+    "LFM2.5-8B-A1B.jinja": "lfm2",
+    "LFM2.5-Instruct.jinja": "lfm2",
     "MiMo-VL.jinja": "hermes",
     "MiniMax-M1.jinja": "minimax_m1",
     "MiniMax-M2.jinja": "minimax_m2",

@@ -40,6 +40,7 @@ FAMILY_FORMATS = [
     "solar",
     "minicpm",
     "hunyuan",
+    "lfm2",
 ]
 # Families whose models write one call per turn (the template renders only the first).
 SINGLE_CALL = {"llama3", "gigachat", "gpt_oss"}
@@ -249,6 +250,13 @@ def test_plain_answers_stay_content(name):
             "",
         ),
         ("granite", '<|tool_call|>[{"name": "say", "arguments": {"text": "a"}}]', [("say", {"text": "a"})], ""),
+        (
+            "lfm2",
+            "<|tool_call_start|>[get_weather(city='Oslo <|tool_call_end|>', days=2, tags=['a']), say(text=\"b\")]"
+            "<|tool_call_end|>Checking.",
+            [("get_weather", {"city": "Oslo <|tool_call_end|>", "days": 2, "tags": ["a"]}), ("say", {"text": "b"})],
+            "Checking.",
+        ),
     ],
 )
 def test_reads_what_the_family_writes(name, text, expected, content):

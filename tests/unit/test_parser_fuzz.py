@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from toolq.protocol import FunctionCall, ToolCall
 from worker.formats import FORMATS as FORMAT_TABLE
 from worker.formats.base import ParsedOutput
+from worker.formats.lfm2 import Lfm2Format
 from worker.formats.xmlcalls import XmlCallFormat
 
 FORMATS = list(FORMAT_TABLE.values())  # every registered format, so a new one is fuzzed too
@@ -109,6 +110,9 @@ FRAGMENTS = [
     " functools",
     "<|tool_call:begin|>",
     "<![CDATA[",
+    "<|tool_call_start|>[",
+    "say(text=",
+    ")]<|tool_call_end|>",
     "]]>",
 ]
 
@@ -139,7 +143,8 @@ calls = st.lists(
 
 # The XML-like formats write a string argument as raw text, so one that reads as JSON, holds the
 # closing tag or starts with a newline cannot come back the same (the tool's schema, which
-# parsers are not given, would tell): their exact round trip uses plain names and strings.
+# parsers are not given, would tell), and LFM2 writes argument names as Python identifiers:
+# their exact round trip uses plain names and strings.
 plain_text = st.text(alphabet=st.characters(blacklist_characters="<\n\r", blacklist_categories=("Cs",)), max_size=10)
 plain_strings = plain_text.map(lambda t: "s" + t)
 plain_values = st.recursive(
@@ -219,7 +224,7 @@ def test_mutated_valid_outputs_never_raise(text):
 @settings(max_examples=300, deadline=None)
 @given(fmt=st.sampled_from(FORMATS), data=st.data())
 def test_unmutated_outputs_parse_back_exactly(fmt, data):
-    original = data.draw(plain_calls if isinstance(fmt, XmlCallFormat) else calls)
+    original = data.draw(plain_calls if isinstance(fmt, XmlCallFormat | Lfm2Format) else calls)
     out = fmt.parse(fmt.render_tool_calls(original), NAMES)
     assert [(c.name, c.arguments) for c in out.tool_calls] == [(c.name, c.arguments) for c in original]
     assert out.errors == [] and not out.truncated_call

@@ -22,6 +22,7 @@ from worker.formats import (
     hunyuan,
     json_in_tags,
     kimi_k2,
+    lfm2,
     llama3,
     minicpm,
     minimax_m2,
@@ -68,6 +69,7 @@ FORMATS: dict[str, ToolCallFormat] = {
     "solar": solar.FORMAT,
     "minicpm": minicpm.FORMAT,
     "hunyuan": hunyuan.FORMAT,
+    "lfm2": lfm2.FORMAT,
 }
 
 

@@ -38,8 +38,12 @@ SIGNATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("solar", ("<|tool_call:begin|>",)),
     ("apriel", ("<tool_calls>[",)),
     ("minimax_m1", ("<tool_calls>\\n",)),  # the backslash and n of the template's string literal
+    ("lfm2", ("<|tool_call_start|>",)),
+    ("lfm2", ("<|tool_list_start|>",)),
     ("hermes", ("<tool_call>",)),
     ("llama3", ("ipython", '"parameters"')),
+    # LFM2.5's instruct template lists the tools and leaves the calls to the content
+    ("lfm2", ("List of tools: [",)),
 )
 
 # Families whose markup would pass for a signature above but that no format here writes: MiniMax
