@@ -77,8 +77,8 @@ EXPECTED = {
     "deepseek-ai-DeepSeek-V4.jinja": "deepseek_v4",
     "fireworks-ai-llama-3-firefunction-v2.jinja": "firefunction",
     "google-gemma-2-2b-it.jinja": None,  # no tools
-    "google-gemma-4-31B-it-interleaved.jinja": None,  # <|tool_call>call:NAME{k:<|"|>v<|"|>}: not written here yet
-    "google-gemma-4-31B-it.jinja": None,
+    "google-gemma-4-31B-it-interleaved.jinja": "gemma4",
+    "google-gemma-4-31B-it.jinja": "gemma4",
     "ibm-granite-granite-3.3-2B-Instruct.jinja": "granite",
     "ibm-granite-granite-4.0.jinja": "hermes",
     "ibm-granite-granite-4.1.jinja": "hermes",

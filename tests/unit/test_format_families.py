@@ -41,6 +41,7 @@ FAMILY_FORMATS = [
     "minicpm",
     "hunyuan",
     "lfm2",
+    "gemma4",
 ]
 # Families whose models write one call per turn (the template renders only the first).
 SINGLE_CALL = {"llama3", "gigachat", "gpt_oss"}
@@ -256,6 +257,13 @@ def test_plain_answers_stay_content(name):
             "<|tool_call_end|>Checking.",
             [("get_weather", {"city": "Oslo <|tool_call_end|>", "days": 2, "tags": ["a"]}), ("say", {"text": "b"})],
             "Checking.",
+        ),
+        (
+            "gemma4",
+            '<|channel>thought\nweather?<channel|><|tool_call>call:get_weather{city:<|"|>Oslo, "N" {x}<|"|>,'
+            'days:2,tags:[<|"|>a<|"|>],unit:<|"|>c<|"|>}<tool_call|>',
+            [("get_weather", {"city": 'Oslo, "N" {x}', "days": 2, "tags": ["a"], "unit": "c"})],
+            "",
         ),
     ],
 )

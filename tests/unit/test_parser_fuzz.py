@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from toolq.protocol import FunctionCall, ToolCall
 from worker.formats import FORMATS as FORMAT_TABLE
 from worker.formats.base import ParsedOutput
+from worker.formats.gemma4 import Gemma4Format
 from worker.formats.lfm2 import Lfm2Format
 from worker.formats.xmlcalls import XmlCallFormat
 
@@ -113,6 +114,10 @@ FRAGMENTS = [
     "<|tool_call_start|>[",
     "say(text=",
     ")]<|tool_call_end|>",
+    "<|tool_call>call:say{",
+    "text:",
+    '<|"|>',
+    "}<tool_call|>",
     "]]>",
 ]
 
@@ -143,20 +148,21 @@ calls = st.lists(
 
 # The XML-like formats write a string argument as raw text, so one that reads as JSON, holds the
 # closing tag or starts with a newline cannot come back the same (the tool's schema, which
-# parsers are not given, would tell), and LFM2 writes argument names as Python identifiers:
-# their exact round trip uses plain names and strings.
+# parsers are not given, would tell), and LFM2 and Gemma 4 write argument names bare: their
+# exact round trip uses plain names and strings.
 plain_text = st.text(alphabet=st.characters(blacklist_characters="<\n\r", blacklist_categories=("Cs",)), max_size=10)
 plain_strings = plain_text.map(lambda t: "s" + t)
+plain_names = st.from_regex(r"[a-z_][a-z0-9_]{0,7}", fullmatch=True)
 plain_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-(10**12), 10**12), plain_strings),
-    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(plain_strings, inner, max_size=3)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(plain_names, inner, max_size=3)),
     max_leaves=6,
 )
 plain_calls = st.lists(
     st.builds(
         lambda name, args: ToolCall(function=FunctionCall(name=name, arguments=args)),
         st.sampled_from(sorted(NAMES)),
-        st.dictionaries(st.from_regex(r"[a-z_][a-z0-9_]{0,7}", fullmatch=True), plain_values, max_size=3),
+        st.dictionaries(plain_names, plain_values, max_size=3),
     ),
     min_size=1,
     max_size=3,
@@ -224,7 +230,7 @@ def test_mutated_valid_outputs_never_raise(text):
 @settings(max_examples=300, deadline=None)
 @given(fmt=st.sampled_from(FORMATS), data=st.data())
 def test_unmutated_outputs_parse_back_exactly(fmt, data):
-    original = data.draw(plain_calls if isinstance(fmt, XmlCallFormat | Lfm2Format) else calls)
+    original = data.draw(plain_calls if isinstance(fmt, XmlCallFormat | Lfm2Format | Gemma4Format) else calls)
     out = fmt.parse(fmt.render_tool_calls(original), NAMES)
     assert [(c.name, c.arguments) for c in out.tool_calls] == [(c.name, c.arguments) for c in original]
     assert out.errors == [] and not out.truncated_call

@@ -15,6 +15,7 @@ from worker.formats import (
     functionary_v2,
     functionary_v3_1,
     functionary_v3_2,
+    gemma4,
     glm,
     gpt_oss,
     granite,
@@ -70,6 +71,7 @@ FORMATS: dict[str, ToolCallFormat] = {
     "minicpm": minicpm.FORMAT,
     "hunyuan": hunyuan.FORMAT,
     "lfm2": lfm2.FORMAT,
+    "gemma4": gemma4.FORMAT,
 }
 
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from toolq.protocol import FunctionCall, ToolCall
 from worker import jsonish
 from worker.formats.base import ToolCallFormat, ToolDefinition
-from worker.grammar import GrammarBuilder, text_without
+from worker.grammar import GrammarBuilder, literal, text_without
 
 
 def tools_block(tools: Sequence[ToolDefinition]) -> str:
@@ -178,3 +178,20 @@ class CallRulesFormat(ToolCallFormat):
 
     def call_grammar(self, tools: Sequence[ToolDefinition]) -> str:
         return self._grammar(tools, many=False, required=True)
+
+
+def ordered_arguments(b: GrammarBuilder, base: str, items: Sequence[tuple[str, bool]], sep: str) -> str:
+    """GBNF for arguments written in a fixed order with ``sep`` between two of them; ``items``
+    are (the GBNF of one argument, whether it is required). Optional ones may be left out
+    anywhere. Returns a rule name, or ``""`` when there are no arguments."""
+    start = rest = ""  # the arguments from i on: with none before them, and after one
+    for i in range(len(items) - 1, -1, -1):
+        item, required = items[i]
+        after = f" {rest}" if rest else ""
+        with_sep = f"{literal(sep)} {item}"
+        rest = b.add(f"{base}-rest-{i}", f"{with_sep}{after}" if required else f"({with_sep})?{after}")
+        if required:
+            start = b.add(f"{base}-start-{i}", f"{item}{after}")
+        else:
+            start = b.add(f"{base}-start-{i}", f"{item}{after} | {start}" if start else f"({item}{after})?")
+    return start

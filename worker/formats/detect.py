@@ -38,6 +38,7 @@ SIGNATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("solar", ("<|tool_call:begin|>",)),
     ("apriel", ("<tool_calls>[",)),
     ("minimax_m1", ("<tool_calls>\\n",)),  # the backslash and n of the template's string literal
+    ("gemma4", ("<|tool_call>call:",)),
     ("lfm2", ("<|tool_call_start|>",)),
     ("lfm2", ("<|tool_list_start|>",)),
     ("hermes", ("<tool_call>",)),

@@ -22,6 +22,7 @@ from worker.formats.common import (
     example_call,
     example_prompt,
     join_content,
+    ordered_arguments,
     tool_name,
     tool_params,
 )
@@ -120,17 +121,9 @@ class Lfm2Format(CallRulesFormat):
             props = params.get("properties")
             props = props if isinstance(props, dict) else {}
             required = params.get("required")
-            required = [k for k in (required if isinstance(required, list) else []) if k in props]
-            items = {k: f"{literal(k + '=')} {b.schema(sub, f'{base}-{k}')}" for k, sub in props.items()}
-            if required:
-                # required arguments first, in order; then each optional one, or not
-                body = ' ", " '.join(items[k] for k in required)
-                body += "".join(f' (", " {items[k]})?' for k in props if k not in required)
-            elif items:
-                any_item = b.add(f"{base}-argument", " | ".join(items.values()))
-                body = f'({any_item} (", " {any_item})*)?'
-            else:
-                body = ""
+            required = required if isinstance(required, list) else []
+            items = [(f"{literal(k + '=')} {b.schema(sub, f'{base}-{k}')}", k in required) for k, sub in props.items()]
+            body = ordered_arguments(b, base, items, ", ")
             alternatives.append(b.add(base + "-call", f'{literal(tool_name(tool) + "(")} {body} ")"'))
         one = b.add("one-call", " | ".join(alternatives))
         more = f' (", " {one})*' if many else ""
