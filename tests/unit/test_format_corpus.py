@@ -43,12 +43,12 @@ EXPECTED = {
     "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": "command_r7b",
     "GLM-4.6.jinja": "glm",
     "GLM-4.7-Flash.jinja": "glm",
-    "GigaChat3-10B-A1.8B.jinja": None,  # calls as a "function call" role turn: no marker to find
+    "GigaChat3-10B-A1.8B.jinja": "gigachat3",
     "GigaChat3.1-10B-A1.8B.jinja": "gigachat",
     "HuggingFaceTB-SmolLM3-3B.jinja": None,  # no tool markup in the template
     "Kimi-K2-Instruct.jinja": "kimi_k2",
     "Kimi-K2-Thinking.jinja": "kimi_k2",
-    "Kimi-K3.jinja": None,  # <|open|>call tool=...: not written here yet
+    "Kimi-K3.jinja": "kimi_k3",
     "LFM2-8B-A1B.jinja": "lfm2",
     "LFM2.5-8B-A1B.jinja": "lfm2",
     "LFM2.5-Instruct.jinja": "lfm2",
@@ -116,6 +116,7 @@ RENDER_PENDING = {
 }
 # Templates that refuse, or drop, a second call in one turn: their models call one tool at a time.
 ONE_CALL_PER_TURN = {
+    "GigaChat3-10B-A1.8B.jinja",
     "GigaChat3.1-10B-A1.8B.jinja",
     "meta-llama-Llama-3.1-8B-Instruct.jinja",
     "meta-llama-Llama-3.2-3B-Instruct.jinja",

@@ -42,9 +42,11 @@ FAMILY_FORMATS = [
     "hunyuan",
     "lfm2",
     "gemma4",
+    "kimi_k3",
+    "gigachat3",
 ]
 # Families whose models write one call per turn (the template renders only the first).
-SINGLE_CALL = {"llama3", "gigachat", "gpt_oss"}
+SINGLE_CALL = {"llama3", "gigachat", "gigachat3", "gpt_oss"}
 
 TOOLS = SEED_TOOLS + [
     {

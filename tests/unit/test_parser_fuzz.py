@@ -118,6 +118,12 @@ FRAGMENTS = [
     "text:",
     '<|"|>',
     "}<tool_call|>",
+    "<|open|>tools<|sep|>",
+    '<|open|>call tool="say" index="1"<|sep|>',
+    '<|open|>argument key="text" type="string"<|sep|>',
+    "<|close|>argument<|sep|>",
+    "<|close|>think<|sep|>",
+    "function call<|role_sep|>",
     "]]>",
 ]
 

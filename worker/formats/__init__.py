@@ -23,6 +23,7 @@ from worker.formats import (
     hunyuan,
     json_in_tags,
     kimi_k2,
+    kimi_k3,
     lfm2,
     llama3,
     minicpm,
@@ -72,6 +73,8 @@ FORMATS: dict[str, ToolCallFormat] = {
     "hunyuan": hunyuan.FORMAT,
     "lfm2": lfm2.FORMAT,
     "gemma4": gemma4.FORMAT,
+    "kimi_k3": kimi_k3.FORMAT,
+    "gigachat3": json_in_tags.GIGACHAT3,
 }
 
 

@@ -35,6 +35,8 @@ SIGNATURES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("firefunction", ("functools[",)),
     ("apertus", ("<|tools_prefix|>",)),
     ("gigachat", ("<|function_call|>",)),
+    ("gigachat3", ("function call", "<|role_sep|>")),
+    ("kimi_k3", ("open_tag('call'", "open_tag('argument'")),
     ("solar", ("<|tool_call:begin|>",)),
     ("apriel", ("<tool_calls>[",)),
     ("minimax_m1", ("<tool_calls>\\n",)),  # the backslash and n of the template's string literal

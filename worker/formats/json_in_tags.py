@@ -1,7 +1,8 @@
 """Families that write a JSON array of ``{"name", "arguments"}`` calls between their own tags:
 Nemotron Nano 2 ``<TOOLCALL>[...]</TOOLCALL>``, Apriel ``<tool_calls>[...]</tool_calls>``,
 Apertus ``<|tools_prefix|>[{"NAME": {...}}]<|tools_suffix|>``, GigaChat 3.1 ``<|function_call|>{...}``,
-MiniMax M1 ``<tool_calls>`` with one call object per line, FireFunction v2 `` functools[...]``."""
+MiniMax M1 ``<tool_calls>`` with one call object per line, FireFunction v2 `` functools[...]``,
+GigaChat 3 a ``function call`` message."""
 
 from __future__ import annotations
 
@@ -57,6 +58,19 @@ class FirefunctionFormat(MarkedJsonFormat):
     open = " functools"
 
 
+class Gigachat3Format(MarkedJsonFormat):
+    """GigaChat 3: the call is a message of its own, from the role ``function call``."""
+
+    name = "gigachat3"
+    # the whole opening: "<|message_sep|>" alone also ends every answer
+    trigger = "<|message_sep|>\n\nfunction call<|role_sep|>"
+    head = re.compile(r"function call<\|role_sep\|>")
+    named = False
+    array = False
+    open = "<|message_sep|>\n\nfunction call<|role_sep|>\n"
+    noise = ("<|message_sep|>",)
+
+
 class GigachatFormat(MarkedJsonFormat):
     name = "gigachat"
     trigger = "<|function_call|>"
@@ -99,3 +113,4 @@ GIGACHAT = GigachatFormat()
 APERTUS = ApertusFormat()
 MINIMAX_M1 = MinimaxM1Format()
 FIREFUNCTION = FirefunctionFormat()
+GIGACHAT3 = Gigachat3Format()

@@ -11,7 +11,7 @@ array (or the markup says it is not a string, as DSML's ``string="false"`` does)
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from toolq.protocol import ToolCall
@@ -31,6 +31,47 @@ from worker.formats.common import (
 )
 from worker.grammar import GrammarBuilder, literal, rule_name, text_without
 
+_PLACEHOLDER = re.compile(r"\{(name|index|key|string|type)\}")
+# Kimi K3 names a value's JSON type in the markup: only "string" is raw text.
+_IS_STRING = {
+    "string": "true",
+    "number": "false",
+    "boolean": "false",
+    "null": "false",
+    "object": "false",
+    "array": "false",
+}
+_SCHEMA_TYPES = {"string": "string", "integer": "number", "number": "number", "boolean": "boolean", "null": "null"}
+_SCHEMA_TYPES |= {"object": "object", "array": "array"}
+_ANY_TYPE = '("number" | "boolean" | "null" | "object" | "array")'
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "object" if isinstance(value, dict) else "array"
+
+
+def _fill(template: str, values: dict[str, str], spell: Callable[[str], str], sep: str = "") -> str:
+    """A markup template with its placeholders filled: for writing (``spell=str``: values are
+    text), or as GBNF (``spell=literal``: values are GBNF, the template's text becomes literals)."""
+    parts = []
+    pos = 0
+    for m in _PLACEHOLDER.finditer(template):
+        if m.start() > pos:
+            parts.append(spell(template[pos : m.start()]))
+        parts.append(values.get(m.group(1), spell(m.group(0))))
+        pos = m.end()
+    if pos < len(template) or not parts:
+        parts.append(spell(template[pos:]))
+    return sep.join(parts)
+
 
 class XmlCallFormat(CallRulesFormat):
     """Calls as an element per argument; a family's module sets the class attributes below."""
@@ -44,8 +85,8 @@ class XmlCallFormat(CallRulesFormat):
     # writing
     section_open = ""
     section_close = ""
-    call_open = ""  # with {name}
-    param_open = ""  # with {key} (and {string}: "true" or "false")
+    call_open = ""  # with {name} (and {index}: the call's number from 1)
+    param_open = ""  # with {key} (and {string}: "true" or "false", or {type}: the value's JSON type)
     param_close = ""
     call_close = ""
     separator = "\n"
@@ -111,7 +152,7 @@ class XmlCallFormat(CallRulesFormat):
         if self.trim_newline:
             raw = raw[1:] if raw.startswith("\n") else raw
             raw = raw[:-1] if raw.endswith("\n") else raw
-        kind = m.groupdict().get("string")
+        kind = m.groupdict().get("string") or _IS_STRING.get(m.groupdict().get("type") or "")
         if kind == "true":
             return raw
         if kind == "false":
@@ -125,15 +166,16 @@ class XmlCallFormat(CallRulesFormat):
 
     def _param(self, key: str, value: Any) -> str:
         is_string = isinstance(value, str)
-        head = self.param_open.replace("{key}", key).replace("{string}", "true" if is_string else "false")
+        kind = {"key": key, "string": "true" if is_string else "false", "type": _json_type(value)}
+        head = _fill(self.param_open, kind, str)
         return f"{head}{value if is_string else jsonish.dumps(value)}{self.param_close}"
 
-    def render_call(self, call: ToolCall) -> str:
+    def render_call(self, call: ToolCall, index: int = 1) -> str:
         params = "".join(self._param(k, v) for k, v in call.arguments.items())
-        return f"{self.call_open.replace('{name}', call.name)}{params}{self.call_close}"
+        return f"{_fill(self.call_open, {'name': call.name, 'index': str(index)}, str)}{params}{self.call_close}"
 
     def render_tool_calls(self, calls: Sequence[ToolCall]) -> str:
-        body = self.separator.join(self.render_call(c) for c in calls)
+        body = self.separator.join(self.render_call(c, i) for i, c in enumerate(calls, 1))
         return f"{self.section_open}{body}{self.section_close}"
 
     def render_tool_result(self, name: str, call_id: str, content: str) -> str:
@@ -153,8 +195,11 @@ class XmlCallFormat(CallRulesFormat):
             value = text_without(b, self.value_end, "text-value")
         else:
             value = b.schema(schema, base)
-        head = self.param_open.replace("{key}", key).replace("{string}", "true" if is_string else "false")
-        return f"{literal(head)} {value} {literal(self.param_close)}"
+        kind = schema.get("type") if isinstance(schema, dict) and not is_string else ("string" if is_string else None)
+        type_gbnf = literal(_SCHEMA_TYPES.get(kind, "")) if kind in _SCHEMA_TYPES else _ANY_TYPE
+        subs = {"key": literal(key) if key else "[A-Za-z0-9_.-]+", "string": literal("true" if is_string else "false")}
+        head = _fill(self.param_open, {**subs, "type": type_gbnf}, literal, " ")
+        return f"{head} {value} {literal(self.param_close)}"
 
     def _call_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition]) -> str:
         if not tools:
@@ -172,11 +217,9 @@ class XmlCallFormat(CallRulesFormat):
                 rule = b.add(f"{base}-{rule_name(key)}-param", self._param_gbnf(b, key, sub, f"{base}-{key}"))
                 parts.append(rule if key in required else f"{rule}?")
             if not props:
-                anykey = b.add(
-                    "any-param", self._param_gbnf(b, "{key}", {}, "any").replace("{key}", '" [A-Za-z0-9_.-]+ "')
-                )
-                parts.append(f"{anykey}*")
-            body = " ".join([literal(self.call_open.replace("{name}", name)), *parts, literal(self.call_close)])
+                parts.append(b.add("any-param", self._param_gbnf(b, "", {}, "any")) + "*")
+            head = _fill(self.call_open, {"name": literal(name), "index": "[0-9]+"}, literal, " ")
+            body = " ".join([head, *parts, literal(self.call_close)])
             alternatives.append(b.add(base + "-call", body))
         return b.add("one-call", " | ".join(alternatives))
 
