@@ -60,7 +60,7 @@ async def test_model_under_the_required_grammar_writes_a_call_the_parser_reads(e
         ("<|im_end|>\n<|im_start|>assistant\n", True),
     ]
     gen = await engine.generate(
-        GenerationRequest(segments=segments, max_tokens=96, grammar=fmt.grammar(TOOLS, required=True), seed=1)
+        GenerationRequest(segments=segments, max_tokens=200, grammar=fmt.grammar(TOOLS, required=True), seed=1)
     )
     out = fmt.parse(gen.text, {"get_weather"})
     assert out.tool_calls, (gen.stop_reason, gen.text, out.errors)

@@ -27,7 +27,7 @@ from worker.formats.common import (
     tool_name,
     tool_params,
 )
-from worker.grammar import GrammarBuilder, literal, rule_name, text_without
+from worker.grammar import GrammarBuilder, literal, raw_text, rule_name, text_without
 
 OPEN = "<|tool_call>call:"
 CLOSE = "<tool_call|>"
@@ -157,7 +157,7 @@ class Gemma4Format(CallRulesFormat):
         if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
             return "(" + " | ".join(literal(QUOTE + v + QUOTE) for v in enum) + ")"
         if kind == "string":
-            return b.add("gemma-string", f"{literal(QUOTE)} {text_without(b, QUOTE, 'gemma-text')} {literal(QUOTE)}")
+            return f"{literal(QUOTE)} {raw_text(b, QUOTE, schema, 'gemma-text')} {literal(QUOTE)}"
         if kind in ("integer", "number"):
             return b.primitive(kind)
         if kind == "boolean":

@@ -29,7 +29,7 @@ class KimiK2Format(MarkedJsonFormat):
         return f"{self.open}{call.name}:{i}{_ARGS}{jsonish.dumps(call.arguments)}{self.close}"
 
     def open_gbnf(self, name: str) -> str:
-        return f"{literal(self.open + name + ':')} [0-9]+ {literal(_ARGS)}"
+        return f"{literal(self.open + name + ':')} [0-9]{{1,3}} {literal(_ARGS)}"
 
 
 FORMAT = KimiK2Format()

@@ -27,7 +27,7 @@ class SolarFormat(MarkedJsonFormat):
         return f"{_BEGIN}call_{i}{_NAME}{call.name}{_ARGS}{jsonish.dumps(call.arguments)}{self.close}"
 
     def open_gbnf(self, name: str) -> str:
-        return f"{literal(_BEGIN)} [A-Za-z0-9_]+ {literal(_NAME + name + _ARGS)}"
+        return f"{literal(_BEGIN)} [A-Za-z0-9_]{{1,16}} {literal(_NAME + name + _ARGS)}"
 
 
 FORMAT = SolarFormat()

@@ -29,7 +29,7 @@ from worker.formats.common import (
     tool_name,
     tool_params,
 )
-from worker.grammar import GrammarBuilder, literal, rule_name, text_without
+from worker.grammar import GrammarBuilder, literal, raw_text, rule_name
 
 _PLACEHOLDER = re.compile(r"\{(name|index|key|string|type)\}")
 # Kimi K3 names a value's JSON type in the markup: only "string" is raw text.
@@ -192,7 +192,7 @@ class XmlCallFormat(CallRulesFormat):
         if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
             value, is_string = "(" + " | ".join(literal(v) for v in enum) + ")", True
         elif is_string:
-            value = text_without(b, self.value_end, "text-value")
+            value = raw_text(b, self.value_end, schema, "text-value")
         else:
             value = b.schema(schema, base)
         kind = schema.get("type") if isinstance(schema, dict) and not is_string else ("string" if is_string else None)
@@ -218,7 +218,7 @@ class XmlCallFormat(CallRulesFormat):
                 parts.append(rule if key in required else f"{rule}?")
             if not props:
                 parts.append(b.add("any-param", self._param_gbnf(b, "", {}, "any")) + "*")
-            head = _fill(self.call_open, {"name": literal(name), "index": "[0-9]+"}, literal, " ")
+            head = _fill(self.call_open, {"name": literal(name), "index": "[0-9]{1,3}"}, literal, " ")
             body = " ".join([head, *parts, literal(self.call_close)])
             alternatives.append(b.add(base + "-call", body))
         return b.add("one-call", " | ".join(alternatives))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from worker.grammar.builder import GrammarBuilder
 from worker.grammar.spelling import literal, rule_name
 
-__all__ = ["text_without"]
+__all__ = ["raw_text", "text_without"]
 
 
 def _class_char(ch: str) -> str:
@@ -52,3 +52,13 @@ def text_without(b: GrammarBuilder, s: str, name: str = "") -> str:
         alternatives += [f"{literal(ch)} {states[moves[ch]]}" for ch in special if moves[ch] < len(s)]
         b.rules[state] = "(" + " | ".join(alternatives) + ")?"
     return states[0]
+
+
+def raw_text(b: GrammarBuilder, end: str, schema: object, name: str = "") -> str:
+    """GBNF for a string argument written raw up to the markup ``end``: any text without ``end``,
+    or, when the schema bounds its length, at most that many characters other than the first of
+    ``end`` (a model that never closes the value must still stop)."""
+    limit = schema.get("maxLength") if isinstance(schema, dict) else None
+    if isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit <= 2000:
+        return f"[^{_class_char(end[0])}]{{0,{limit}}}"
+    return text_without(b, end, name)
