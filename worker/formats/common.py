@@ -24,6 +24,14 @@ def tool_name(tool: ToolDefinition) -> str:
     return (tool.get("function") or tool).get("name", "")
 
 
+def argument_schemas(tool: ToolDefinition) -> tuple[dict[str, Any], list[str]]:
+    """The tool's argument schemas by name, and the names it requires."""
+    params = tool_params(tool)
+    props = params.get("properties")
+    required = params.get("required")
+    return (props if isinstance(props, dict) else {}), (required if isinstance(required, list) else [])
+
+
 def tool_params(tool: ToolDefinition) -> dict:
     """The tool's parameters schema; always an object schema (arguments are an object)."""
     params = (tool.get("function") or tool).get("parameters")
@@ -163,6 +171,12 @@ class CallRulesFormat(ToolCallFormat):
 
     def calls_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition], many: bool) -> str:
         raise NotImplementedError
+
+    def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
+        return example_prompt(tools, self.render_tool_calls([example_call()]))
+
+    def render_tool_result(self, name: str, call_id: str, content: str) -> str:
+        return content  # these families' templates mark tool results themselves
 
     def _grammar(self, tools: Sequence[ToolDefinition], *, many: bool, required: bool) -> str:
         b = GrammarBuilder()

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 
 from toolq.protocol import ToolCall
 from worker import jsonish
-from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
+from worker.formats.base import ParsedOutput, ToolDefinition
 from worker.formats.common import (
+    CallRulesFormat,
     add_results,
     call_from_value,
     drop_thinking,
@@ -91,7 +92,7 @@ def _read(text: str, tool_names: set[str] | None) -> ParsedOutput:
     return out
 
 
-class FunctionaryV32Format(ToolCallFormat):
+class FunctionaryV32Format(CallRulesFormat):
     name = "functionary_v3_2"
     trigger = None  # every message opens with a recipient; there is no tag to wait for
 
@@ -104,13 +105,10 @@ class FunctionaryV32Format(ToolCallFormat):
     def render_tool_calls(self, calls: Sequence[ToolCall]) -> str:
         return MARK.join(f"{c.name}\n{jsonish.dumps(c.arguments)}" for c in calls)
 
-    def render_tool_result(self, name: str, call_id: str, content: str) -> str:
-        return content
-
     def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
         return example_prompt(tools, ">>>" + self.render_tool_calls([example_call()]))
 
-    def _calls(self, b: GrammarBuilder, tools: Sequence[ToolDefinition]) -> str:
+    def calls_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition], many: bool) -> str:
         if not tools:
             raise ValueError("a tool-call grammar needs at least one tool")
         alternatives = []
@@ -119,20 +117,17 @@ class FunctionaryV32Format(ToolCallFormat):
             args = b.schema(tool_params(tool), base + "-args")
             alternatives.append(b.add(base + "-call", f"{literal(tool_name(tool) + chr(10))} {args}"))
         one = b.add("one-call", " | ".join(alternatives))
-        return b.add("tool-calls", f"{one} ({literal(MARK)} {one})*")
+        return b.add("tool-calls", f"{one} ({literal(MARK)} {one})*" if many else one)
 
     def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:
-        b = GrammarBuilder()
-        calls = self._calls(b, tools)
         if required:
-            b.add("root", calls)
-        else:
-            b.add("content", '"all\\n" ([^>] | ">" [^>])*')
-            b.add("root", f"content ({literal(MARK)} {calls})? | {calls}")
+            return super().grammar(tools, required=True)
+        # Without a trigger the grammar covers the whole output: plain content is the "all" message.
+        b = GrammarBuilder()
+        calls = self.calls_rule(b, tools, True)
+        b.add("content", '"all\\n" ([^>] | ">" [^>])*')
+        b.add("root", f"content ({literal(MARK)} {calls})? | {calls}")
         return b.render()
-
-    def call_grammar(self, tools: Sequence[ToolDefinition]) -> str:
-        return self.grammar(tools, required=True)
 
 
 FORMAT = FunctionaryV32Format()

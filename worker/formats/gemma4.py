@@ -18,14 +18,12 @@ from worker.formats.base import ParsedOutput, ToolDefinition
 from worker.formats.common import (
     CallRulesFormat,
     add_results,
+    argument_schemas,
     call_from_value,
     drop_thinking,
-    example_call,
-    example_prompt,
     join_content,
     ordered_arguments,
     tool_name,
-    tool_params,
 )
 from worker.grammar import GrammarBuilder, literal, raw_text, rule_name, text_without
 
@@ -132,12 +130,6 @@ class Gemma4Format(CallRulesFormat):
     def render_tool_calls(self, calls: Sequence[ToolCall]) -> str:
         return "".join(f"{OPEN}{c.name}{_write(c.arguments)}{CLOSE}" for c in calls)
 
-    def render_tool_result(self, name: str, call_id: str, content: str) -> str:
-        return content
-
-    def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
-        return example_prompt(tools, self.render_tool_calls([example_call()]))
-
     # -- grammar
 
     def _any_value(self, b: GrammarBuilder) -> str:
@@ -170,11 +162,7 @@ class Gemma4Format(CallRulesFormat):
         alternatives = []
         for tool in tools:
             base = rule_name(tool_name(tool))
-            params = tool_params(tool)
-            props = params.get("properties")
-            props = props if isinstance(props, dict) else {}
-            required = params.get("required")
-            required = required if isinstance(required, list) else []
+            props, required = argument_schemas(tool)
             items = [(f"{literal(k + ':')} {self._value(b, props[k])}", k in required) for k in sorted(props)]
             body = ordered_arguments(b, base, items, ",")
             alternatives.append(

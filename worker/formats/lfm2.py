@@ -17,14 +17,12 @@ from worker.formats.base import ParsedOutput, ToolDefinition
 from worker.formats.common import (
     CallRulesFormat,
     add_results,
+    argument_schemas,
     call_from_value,
     drop_thinking,
-    example_call,
-    example_prompt,
     join_content,
     ordered_arguments,
     tool_name,
-    tool_params,
 )
 from worker.grammar import GrammarBuilder, literal, rule_name
 
@@ -105,23 +103,13 @@ class Lfm2Format(CallRulesFormat):
             written.append(f"{c.name}({args})")
         return f"{START}[{', '.join(written)}]{END}"
 
-    def render_tool_result(self, name: str, call_id: str, content: str) -> str:
-        return content
-
-    def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
-        return example_prompt(tools, self.render_tool_calls([example_call()]))
-
     def calls_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition], many: bool) -> str:
         if not tools:
             raise ValueError("a tool-call grammar needs at least one tool")
         alternatives = []
         for tool in tools:
             base = rule_name(tool_name(tool))
-            params = tool_params(tool)
-            props = params.get("properties")
-            props = props if isinstance(props, dict) else {}
-            required = params.get("required")
-            required = required if isinstance(required, list) else []
+            props, required = argument_schemas(tool)
             items = [(f"{literal(k + '=')} {b.schema(sub, f'{base}-{k}')}", k in required) for k, sub in props.items()]
             body = ordered_arguments(b, base, items, ", ")
             alternatives.append(b.add(base + "-call", f'{literal(tool_name(tool) + "(")} {body} ")"'))

@@ -27,8 +27,6 @@ from worker.formats.common import (
     call_from_value,
     calls_from_value,
     drop_thinking,
-    example_call,
-    example_prompt,
     join_content,
     tool_name,
     tool_params,
@@ -164,12 +162,6 @@ class MarkedJsonFormat(CallRulesFormat):
             return f"{self.section_open}{self.open}{jsonish.dumps(objects)}{self.close}{self.section_close}"
         body = self.separator.join(self.render_call(c, i) for i, c in enumerate(calls))
         return f"{self.section_open}{body}{self.section_close}"
-
-    def render_tool_result(self, name: str, call_id: str, content: str) -> str:
-        return content
-
-    def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
-        return example_prompt(tools, self.render_tool_calls([example_call()]))
 
     # -- grammar
 

@@ -20,14 +20,12 @@ from worker.formats.base import ParsedOutput, ToolDefinition
 from worker.formats.common import (
     CallRulesFormat,
     add_results,
+    argument_schemas,
     call_from_value,
     drop_thinking,
-    example_call,
-    example_prompt,
     join_content,
     text_value,
     tool_name,
-    tool_params,
 )
 from worker.grammar import GrammarBuilder, literal, raw_text, rule_name
 
@@ -178,12 +176,6 @@ class XmlCallFormat(CallRulesFormat):
         body = self.separator.join(self.render_call(c, i) for i, c in enumerate(calls, 1))
         return f"{self.section_open}{body}{self.section_close}"
 
-    def render_tool_result(self, name: str, call_id: str, content: str) -> str:
-        return content
-
-    def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
-        return example_prompt(tools, self.render_tool_calls([example_call()]))
-
     # -- grammar
 
     def _param_gbnf(self, b: GrammarBuilder, key: str, schema: Any, base: str) -> str:
@@ -206,12 +198,9 @@ class XmlCallFormat(CallRulesFormat):
             raise ValueError("a tool-call grammar needs at least one tool")
         alternatives = []
         for tool in tools:
-            name, params = tool_name(tool), tool_params(tool)
+            name = tool_name(tool)
             base = rule_name(name)
-            props = params.get("properties")
-            props = props if isinstance(props, dict) else {}
-            required = params.get("required")
-            required = required if isinstance(required, list) else []
+            props, required = argument_schemas(tool)
             parts = []
             for key, sub in props.items():
                 rule = b.add(f"{base}-{rule_name(key)}-param", self._param_gbnf(b, key, sub, f"{base}-{key}"))
