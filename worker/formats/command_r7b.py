@@ -46,7 +46,7 @@ class CommandR7bFormat(MarkedJsonFormat):
             f'"{{" space {call_id}? {literal(chr(34) + "tool_name" + chr(34))} space ":" space {name} "," space '
             f'{literal(chr(34) + "parameters" + chr(34))} space ":" space {args} "}}" space'
         )
-        return b.add(base, body)
+        return body
 
 
 FORMAT = CommandR7bFormat()

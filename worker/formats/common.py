@@ -172,6 +172,17 @@ class CallRulesFormat(ToolCallFormat):
     def calls_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition], many: bool) -> str:
         raise NotImplementedError
 
+    def tool_call_gbnf(self, b: GrammarBuilder, tool: ToolDefinition) -> str:
+        """GBNF for one call of this tool (rules it needs go into ``b``)."""
+        raise NotImplementedError
+
+    def one_call_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition]) -> str:
+        """The rule for one call of any of the tools."""
+        if not tools:
+            raise ValueError("a tool-call grammar needs at least one tool")
+        calls = [b.add(tool_name(t) + "-call", self.tool_call_gbnf(b, t)) for t in tools]
+        return b.add("one-call", " | ".join(calls))
+
     def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
         return example_prompt(tools, self.render_tool_calls([example_call()]))
 

@@ -108,15 +108,12 @@ class FunctionaryV32Format(CallRulesFormat):
     def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
         return example_prompt(tools, ">>>" + self.render_tool_calls([example_call()]))
 
+    def tool_call_gbnf(self, b: GrammarBuilder, tool: ToolDefinition) -> str:
+        args = b.schema(tool_params(tool), rule_name(tool_name(tool)) + "-args")
+        return f"{literal(tool_name(tool) + chr(10))} {args}"
+
     def calls_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition], many: bool) -> str:
-        if not tools:
-            raise ValueError("a tool-call grammar needs at least one tool")
-        alternatives = []
-        for tool in tools:
-            base = rule_name(tool_name(tool))
-            args = b.schema(tool_params(tool), base + "-args")
-            alternatives.append(b.add(base + "-call", f"{literal(tool_name(tool) + chr(10))} {args}"))
-        one = b.add("one-call", " | ".join(alternatives))
+        one = self.one_call_rule(b, tools)
         return b.add("tool-calls", f"{one} ({literal(MARK)} {one})*" if many else one)
 
     def grammar(self, tools: Sequence[ToolDefinition], *, required: bool = False) -> str:

@@ -156,19 +156,14 @@ class Gemma4Format(CallRulesFormat):
             return '("true" | "false")'
         return self._any_value(b)
 
+    def tool_call_gbnf(self, b: GrammarBuilder, tool: ToolDefinition) -> str:
+        props, required = argument_schemas(tool)
+        items = [(f"{literal(k + ':')} {self._value(b, props[k])}", k in required) for k in sorted(props)]
+        body = ordered_arguments(b, rule_name(tool_name(tool)), items, ",")
+        return f"{literal(OPEN + tool_name(tool) + '{')} {body} {literal('}' + CLOSE)}"
+
     def calls_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition], many: bool) -> str:
-        if not tools:
-            raise ValueError("a tool-call grammar needs at least one tool")
-        alternatives = []
-        for tool in tools:
-            base = rule_name(tool_name(tool))
-            props, required = argument_schemas(tool)
-            items = [(f"{literal(k + ':')} {self._value(b, props[k])}", k in required) for k in sorted(props)]
-            body = ordered_arguments(b, base, items, ",")
-            alternatives.append(
-                b.add(base + "-call", f"{literal(OPEN + tool_name(tool) + '{')} {body} {literal('}' + CLOSE)}")
-            )
-        one = b.add("one-call", " | ".join(alternatives))
+        one = self.one_call_rule(b, tools)
         return b.add("tool-calls", f"{one} {one}*" if many else one)
 
 

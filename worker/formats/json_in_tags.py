@@ -104,7 +104,7 @@ class ApertusFormat(MarkedJsonFormat):
         base = rule_name(tool_name(tool)) + "-call"
         args = b.schema(tool_params(tool), base + "-args")
         key = literal(json.dumps(tool_name(tool), ensure_ascii=False))
-        return b.add(base, f'"{{" space {key} space ":" space {args} "}}" space')
+        return f'"{{" space {key} space ":" space {args} "}}" space'
 
 
 NEMOTRON_V2 = NemotronV2Format()

@@ -103,17 +103,14 @@ class Lfm2Format(CallRulesFormat):
             written.append(f"{c.name}({args})")
         return f"{START}[{', '.join(written)}]{END}"
 
+    def tool_call_gbnf(self, b: GrammarBuilder, tool: ToolDefinition) -> str:
+        base = rule_name(tool_name(tool))
+        props, required = argument_schemas(tool)
+        items = [(f"{literal(k + '=')} {b.schema(sub, f'{base}-{k}')}", k in required) for k, sub in props.items()]
+        return f'{literal(tool_name(tool) + "(")} {ordered_arguments(b, base, items, ", ")} ")"'
+
     def calls_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition], many: bool) -> str:
-        if not tools:
-            raise ValueError("a tool-call grammar needs at least one tool")
-        alternatives = []
-        for tool in tools:
-            base = rule_name(tool_name(tool))
-            props, required = argument_schemas(tool)
-            items = [(f"{literal(k + '=')} {b.schema(sub, f'{base}-{k}')}", k in required) for k, sub in props.items()]
-            body = ordered_arguments(b, base, items, ", ")
-            alternatives.append(b.add(base + "-call", f'{literal(tool_name(tool) + "(")} {body} ")"'))
-        one = b.add("one-call", " | ".join(alternatives))
+        one = self.one_call_rule(b, tools)
         more = f' (", " {one})*' if many else ""
         return b.add("tool-calls", f"{literal(START + '[')} {one}{more} {literal(']' + END)}")
 

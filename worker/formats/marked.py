@@ -170,31 +170,23 @@ class MarkedJsonFormat(CallRulesFormat):
         return literal(f"{self.open}{name}{self.mid}")
 
     def object_gbnf(self, b: GrammarBuilder, tool: ToolDefinition) -> str:
-        """GBNF for one listed call object of this tool, in the family's keys."""
+        """GBNF for one listed call object of this tool, in the family's keys (rules go into b)."""
         base = rule_name(tool_name(tool)) + "-call"
         name = b.add(base + "-name", literal(json.dumps(tool_name(tool), ensure_ascii=False)) + " space")
         args = b.schema(tool_params(tool), base + "-args")
         kv_name = f"{literal(chr(34) + self.name_key + chr(34))} space {literal(':')} space {name}"
         kv_args = f"{literal(chr(34) + self.args_key + chr(34))} space {literal(':')} space {args}"
-        return b.add(base, f'"{{" space {kv_name} "," space {kv_args} "}}" space')
+        return f'"{{" space {kv_name} "," space {kv_args} "}}" space'
 
-    def _one_call(self, b: GrammarBuilder, tools: Sequence[ToolDefinition]) -> str:
-        if not tools:
-            raise ValueError("a tool-call grammar needs at least one tool")
-        alternatives = []
-        for tool in tools:
-            if self.named:
-                args = b.schema(tool_params(tool), rule_name(tool_name(tool)) + "-args")
-                tail = f" {literal(self.close)}" if self.close else ""
-                alternatives.append(
-                    b.add(rule_name(tool_name(tool)) + "-call", f"{self.open_gbnf(tool_name(tool))} {args}{tail}")
-                )
-            else:
-                alternatives.append(self.object_gbnf(b, tool))
-        return b.add("one-call", " | ".join(alternatives))
+    def tool_call_gbnf(self, b: GrammarBuilder, tool: ToolDefinition) -> str:
+        if not self.named:
+            return self.object_gbnf(b, tool)
+        args = b.schema(tool_params(tool), rule_name(tool_name(tool)) + "-args")
+        tail = f" {literal(self.close)}" if self.close else ""
+        return f"{self.open_gbnf(tool_name(tool))} {args}{tail}"
 
     def calls_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition], many: bool) -> str:
-        one = self._one_call(b, tools)
+        one = self.one_call_rule(b, tools)
         if self.named or not self.array:
             head = "" if self.named or not self.open else f"{literal(self.open)} "
             tail = "" if self.named or not self.close else f" {literal(self.close)}"

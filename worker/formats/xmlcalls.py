@@ -193,27 +193,21 @@ class XmlCallFormat(CallRulesFormat):
         head = _fill(self.param_open, {**subs, "type": type_gbnf}, literal, " ")
         return f"{head} {value} {literal(self.param_close)}"
 
-    def _call_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition]) -> str:
-        if not tools:
-            raise ValueError("a tool-call grammar needs at least one tool")
-        alternatives = []
-        for tool in tools:
-            name = tool_name(tool)
-            base = rule_name(name)
-            props, required = argument_schemas(tool)
-            parts = []
-            for key, sub in props.items():
-                rule = b.add(f"{base}-{rule_name(key)}-param", self._param_gbnf(b, key, sub, f"{base}-{key}"))
-                parts.append(rule if key in required else f"{rule}?")
-            if not props:
-                parts.append(b.add("any-param", self._param_gbnf(b, "", {}, "any")) + "*")
-            head = _fill(self.call_open, {"name": literal(name), "index": "[0-9]{1,3}"}, literal, " ")
-            body = " ".join([head, *parts, literal(self.call_close)])
-            alternatives.append(b.add(base + "-call", body))
-        return b.add("one-call", " | ".join(alternatives))
+    def tool_call_gbnf(self, b: GrammarBuilder, tool: ToolDefinition) -> str:
+        name = tool_name(tool)
+        base = rule_name(name)
+        props, required = argument_schemas(tool)
+        parts = []
+        for key, sub in props.items():
+            rule = b.add(f"{base}-{rule_name(key)}-param", self._param_gbnf(b, key, sub, f"{base}-{key}"))
+            parts.append(rule if key in required else f"{rule}?")
+        if not props:
+            parts.append(b.add("any-param", self._param_gbnf(b, "", {}, "any")) + "*")
+        head = _fill(self.call_open, {"name": literal(name), "index": "[0-9]{1,3}"}, literal, " ")
+        return " ".join([head, *parts, literal(self.call_close)])
 
     def calls_rule(self, b: GrammarBuilder, tools: Sequence[ToolDefinition], many: bool) -> str:
-        one = self._call_rule(b, tools)
+        one = self.one_call_rule(b, tools)
         sep = f"{literal(self.separator)} " if self.separator else ""
         body = one + (f" ({sep}{one})*" if many else "")
         so = f"{literal(self.section_open)} " if self.section_open else ""
