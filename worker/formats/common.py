@@ -4,14 +4,14 @@ and listing tools in a prompt."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
 from toolq.protocol import FunctionCall, ToolCall
 from worker import jsonish
-from worker.formats.base import ToolCallFormat, ToolDefinition
+from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
 from worker.grammar import GrammarBuilder, literal, text_without
 
 
@@ -155,7 +155,29 @@ def text_value(raw: str) -> Any:
     return raw if isinstance(value, str) else value
 
 
-def add_results(out: Any, results: Sequence[ToolCall | str]) -> None:
+# Reads the call whose text starts at i (just past its opening mark) into out, as call number n;
+# returns where the text goes on, or None when nothing after it is to be read.
+ReadCall = Callable[[str, int, int, ParsedOutput], "int | None"]
+
+
+def read_calls(text: str, opening: str, read_call: ReadCall) -> ParsedOutput:
+    """A parser for calls that each open with the literal ``opening``: what lies between them is
+    content, each call is ``read_call``'s."""
+    out = ParsedOutput(content="")
+    pieces: list[str] = []
+    pos: int | None = 0
+    while pos is not None:
+        k = text.find(opening, pos)
+        if k == -1:
+            pieces.append(text[pos:])
+            break
+        pieces.append(text[pos:k])
+        pos = read_call(text, k + len(opening), len(out.tool_calls) + len(out.errors) + 1, out)
+    out.content = join_content(pieces)
+    return out
+
+
+def add_results(out: ParsedOutput, results: Sequence[ToolCall | str]) -> None:
     """Calls and errors into a ParsedOutput."""
     for r in results:
         if isinstance(r, ToolCall):

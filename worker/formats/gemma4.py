@@ -21,8 +21,8 @@ from worker.formats.common import (
     argument_schemas,
     call_from_value,
     drop_thinking,
-    join_content,
     ordered_arguments,
+    read_calls,
     tool_name,
 )
 from worker.grammar import GrammarBuilder, literal, raw_text, rule_name, text_without
@@ -73,37 +73,21 @@ def _to_json(text: str, i: int) -> tuple[str, int] | None:
     return None
 
 
-def _read(text: str) -> ParsedOutput:
-    out = ParsedOutput(content="")
-    pieces: list[str] = []
-    pos = 0
-    while True:
-        k = text.find(OPEN, pos)
-        if k == -1:
-            pieces.append(text[pos:])
-            break
-        pieces.append(text[pos:k])
-        n = len(out.tool_calls) + len(out.errors) + 1
-        brace = text.find("{", k)
-        name = text[k + len(OPEN) : brace].strip() if brace != -1 else ""
-        converted = _to_json(text, brace) if brace != -1 else None
-        if converted is None:
-            out.truncated_call = True
-            out.errors.append(f"tool call {n} is incomplete: the output ended inside it")
-            break
-        body, pos = converted
-        try:
-            args: Any = jsonish.loads(body)
-        except jsonish.JsonishError as e:
-            out.errors.append(f"tool call {n} ({name}): arguments are not readable: {e}")
-            args = None
-        if args is not None:
-            add_results(out, [call_from_value({"name": name, "arguments": args}, n)])
-        rest = len(text) - len(text[pos:].lstrip())
-        if text.startswith(CLOSE, rest):
-            pos = rest + len(CLOSE)
-    out.content = join_content(pieces)
-    return out
+def _read_call(text: str, i: int, n: int, out: ParsedOutput) -> int | None:
+    brace = text.find("{", i)
+    converted = _to_json(text, brace) if brace != -1 else None
+    if converted is None:
+        out.truncated_call = True
+        out.errors.append(f"tool call {n} is incomplete: the output ended inside it")
+        return None
+    name = text[i:brace].strip()
+    body, pos = converted
+    try:
+        add_results(out, [call_from_value({"name": name, "arguments": jsonish.loads(body)}, n)])
+    except jsonish.JsonishError as e:
+        out.errors.append(f"tool call {n} ({name}): arguments are not readable: {e}")
+    rest = len(text) - len(text[pos:].lstrip())
+    return rest + len(CLOSE) if text.startswith(CLOSE, rest) else pos
 
 
 def _write(value: Any) -> str:
@@ -123,7 +107,7 @@ class Gemma4Format(CallRulesFormat):
     def parse(self, text: str, tool_names: set[str] | None = None) -> ParsedOutput:
         try:
             text = text if isinstance(text, str) else str(text)
-            return _read(drop_thinking(_THOUGHT.sub("", text)))
+            return read_calls(drop_thinking(_THOUGHT.sub("", text)), OPEN, _read_call)
         except Exception as e:  # pragma: no cover - the fuzz test keeps this unreachable
             return ParsedOutput(content=str(text), errors=[f"internal parser error: {type(e).__name__}: {e}"])
 

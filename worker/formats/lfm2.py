@@ -20,8 +20,8 @@ from worker.formats.common import (
     argument_schemas,
     call_from_value,
     drop_thinking,
-    join_content,
     ordered_arguments,
+    read_calls,
     tool_name,
 )
 from worker.grammar import GrammarBuilder, literal, rule_name
@@ -56,34 +56,18 @@ def _read_list(body: str, n: int) -> list[ToolCall | str] | None:
     return results
 
 
-def _read(text: str) -> ParsedOutput:
-    out = ParsedOutput(content="")
-    pieces: list[str] = []
-    pos = 0
-    while True:
-        k = text.find(START, pos)
-        if k == -1:
-            pieces.append(text[pos:])
-            break
-        pieces.append(text[pos:k])
-        j = k + len(START)
-        n = len(out.tool_calls) + len(out.errors) + 1
-        # An end tag inside a string value ends nothing: try each end tag until the list reads.
-        end = text.find(END, j)
-        while end != -1 and _read_list(text[j:end], n) is None:
-            end = text.find(END, end + 1)
-        if end == -1:
-            results = _read_list(text[j:], n)
-            if results is None:
-                out.truncated_call = True
-                out.errors.append(f"tool call {n} is incomplete: the output ended before {END}")
-                break
-            add_results(out, results)
-            break
-        add_results(out, _read_list(text[j:end], n) or [])
-        pos = end + len(END)
-    out.content = join_content(pieces)
-    return out
+def _read_call(text: str, j: int, n: int, out: ParsedOutput) -> int | None:
+    # An end tag inside a string value ends nothing: try each end tag until the list reads.
+    end = text.find(END, j)
+    while end != -1 and _read_list(text[j:end], n) is None:
+        end = text.find(END, end + 1)
+    results = _read_list(text[j:] if end == -1 else text[j:end], n)
+    if results is None:
+        out.truncated_call = True
+        out.errors.append(f"tool call {n} is incomplete: the output ended before {END}")
+        return None
+    add_results(out, results)
+    return None if end == -1 else end + len(END)
 
 
 class Lfm2Format(CallRulesFormat):
@@ -92,7 +76,7 @@ class Lfm2Format(CallRulesFormat):
 
     def parse(self, text: str, tool_names: set[str] | None = None) -> ParsedOutput:
         try:
-            return _read(drop_thinking(text if isinstance(text, str) else str(text)))
+            return read_calls(drop_thinking(text if isinstance(text, str) else str(text)), START, _read_call)
         except Exception as e:  # pragma: no cover - the fuzz test keeps this unreachable
             return ParsedOutput(content=str(text), errors=[f"internal parser error: {type(e).__name__}: {e}"])
 
