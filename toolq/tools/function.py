@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from pydantic import BaseModel
 
 from toolq.tools.docstrings import parse_docstring
 from toolq.tools.errors import ToolRegistrationError
-from toolq.tools.schemas import NAME_RE
+from toolq.tools.schemas import NAME_RE, function_spec
 from toolq.tools.signature import arguments_model, order_keys, parameters_schema
 
 __all__ = ["Tool", "make_tool"]
@@ -34,14 +33,7 @@ class Tool:
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI function spec; a fresh copy, so callers may mutate it."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": copy.deepcopy(self.parameters),
-            },
-        }
+        return function_spec(self.name, self.description, self.parameters)
 
 
 def make_tool(

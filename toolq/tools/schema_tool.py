@@ -8,7 +8,6 @@ and the model is told what to fix in the same words as for a registry tool.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +15,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 
 from toolq.tools.messages import not_an_object, signature_text
+from toolq.tools.schemas import function_spec
 from toolq.tools.validation import CheckedCall
 
 __all__ = ["SchemaTool"]
@@ -37,14 +37,7 @@ class SchemaTool:
         object.__setattr__(self, "_validator", validator)
 
     def spec(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": copy.deepcopy(self.parameters),
-            },
-        }
+        return function_spec(self.name, self.description, self.parameters)
 
     def check(self, arguments: Any) -> CheckedCall:
         if not isinstance(arguments, dict):

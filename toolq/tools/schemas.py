@@ -9,6 +9,7 @@ which would need a network fetch.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Iterator
@@ -17,12 +18,20 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-__all__ = ["MAX_DESCRIPTION", "MAX_SCHEMA_BYTES", "NAME_RE", "check_parameters", "check_tool_name"]
+__all__ = ["MAX_DESCRIPTION", "MAX_SCHEMA_BYTES", "NAME_RE", "check_parameters", "check_tool_name", "function_spec"]
 
 # OpenAI's rule for function names; it also keeps names safe inside GBNF string literals.
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_DESCRIPTION = 4096  # characters of a tool's description
 MAX_SCHEMA_BYTES = 32 * 1024  # a tool's parameters, as compact JSON
+
+
+def function_spec(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAI function spec the model is shown; a fresh copy, so callers may mutate it."""
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": copy.deepcopy(parameters)},
+    }
 
 
 def check_tool_name(name: str) -> str:
