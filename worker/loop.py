@@ -386,12 +386,13 @@ class ConversationLoop:
                 self._grammars.pop(next(iter(self._grammars)))
         return grammar, (None if required else self.fmt.trigger)
 
-    @staticmethod
-    def _problem_text(problems: Sequence[str]) -> str:
+    def _problem_text(self, problems: Sequence[str]) -> str:
+        # name the format's own opening mark: a Mistral or Llama model has never seen <tool_call>
+        mark = f" after {self.fmt.trigger}" if self.fmt.trigger else ""
         return (
             "Your tool call could not be used: "
             + "; ".join(problems)
-            + ". Write the call again as valid JSON inside <tool_call></tool_call>, or answer without a tool."
+            + f". Write the call again{mark} with valid arguments, or answer without a tool."
         )
 
     async def _resume_turn(
