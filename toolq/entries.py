@@ -4,12 +4,26 @@ instances (``toolq/services/catalog.py``) are kept this way."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["drop_entry", "read_entries", "write_entry"]
+__all__ = ["drop_entry", "read_entries", "tool_specs", "write_entry"]
 
 T = TypeVar("T")
+
+
+def tool_specs(raw: str | None) -> tuple[dict[str, Any], ...]:
+    """An entry's ``tools`` field: the OpenAI function specs in it, leaving out any without a name.
+    Raises ValueError when it is not JSON (the entry is then too broken to trust)."""
+    return tuple(
+        t
+        for t in json.loads(raw or "[]")
+        if isinstance(t, dict)
+        and isinstance(t.get("function"), dict)
+        and isinstance(t["function"].get("name"), str)
+        and t["function"]["name"]
+    )
 
 
 async def write_entry(redis: Any, members: str, key: str, member: str, mapping: dict[str, Any], ttl_ms: int) -> None:

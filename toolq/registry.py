@@ -17,7 +17,7 @@ from typing import Any, cast, get_args
 
 from toolq import keys
 from toolq.api import ModelView, ToolSpec
-from toolq.entries import drop_entry, read_entries, write_entry
+from toolq.entries import drop_entry, read_entries, tool_specs, write_entry
 from toolq.errors import Unavailable, UnknownModel, UnknownTool
 from toolq.protocol import JobRequest, Where
 from toolq.services.catalog import ServiceCatalog, read_services
@@ -77,11 +77,7 @@ class WorkerInfo:
         """Parse one registry hash; None for an entry too broken to trust (a half-written hash)."""
         d = {k.decode(): v.decode() for k, v in h.items()}
         try:
-            tools = tuple(
-                t
-                for t in json.loads(d.get("tools") or "[]")
-                if isinstance(t, dict) and isinstance(t.get("function"), dict) and t["function"].get("name")
-            )
+            tools = tool_specs(d.get("tools"))
             return cls(
                 id=d["id"],
                 model=d["model"],

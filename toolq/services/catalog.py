@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolq import keys
-from toolq.entries import drop_entry, read_entries, write_entry
+from toolq.entries import drop_entry, read_entries, tool_specs, write_entry
 
 __all__ = ["LiveCatalog", "ServiceCatalog", "ServiceInfo", "deregister_service", "read_services", "register_service"]
 
@@ -53,14 +53,7 @@ class ServiceInfo:
         """Parse one hash; None for an entry too broken to trust."""
         d = {k.decode(): v.decode() for k, v in h.items()}
         try:
-            tools = tuple(
-                t
-                for t in json.loads(d.get("tools") or "[]")
-                if isinstance(t, dict)
-                and isinstance(t.get("function"), dict)
-                and isinstance(t["function"].get("name"), str)
-                and t["function"]["name"]
-            )
+            tools = tool_specs(d.get("tools"))
             return cls(
                 id=d["id"],
                 tools=tools,
