@@ -79,6 +79,23 @@ async def test_the_next_round_reuses_its_own_slot(engine):
     assert r2.cached_tokens >= r1.prompt_tokens, (r2.cached_tokens, r1.prompt_tokens)
 
 
+async def test_the_next_round_reuses_a_grammar_sampled_reply_as_the_model_wrote_it(engine):
+    # A grammar samples the reply in other tokens than the tokenizer makes of the same text; the
+    # next round, which renders that text again, still finds all of it in the slot
+    # (worker/engine/respell.py).
+    first = _segments("Call the zorbix tool for 15 and 7.")
+    grammar = 'root ::= "{\\"name\\": \\"calculate_zorbix\\", \\"arguments\\": {\\"zorb\\": 15, \\"bix\\": 7}}"'
+    r1 = await engine.generate(GenerationRequest(segments=first, max_tokens=100, grammar=grammar))
+    assert r1.text == '{"name": "calculate_zorbix", "arguments": {"zorb": 15, "bix": 7}}'
+    assert engine.tokenize(r1.text, special=False) != [], "the reply tokenizes"
+    follow_up = [*first, (r1.text, False), ("<|im_end|>\n<|im_start|>user\n22<|im_end|>\n", True)]
+    r2 = await engine.generate(
+        GenerationRequest(segments=[*follow_up, ("<|im_start|>assistant\n", True)], max_tokens=4)
+    )
+    # everything up to the end of the reply (the end-of-turn token was sampled, never fed)
+    assert r2.cached_tokens >= r1.prompt_tokens + r1.completion_tokens - 1, (r2.cached_tokens, r1)
+
+
 async def test_cancel_one_of_four_ends_it_within_a_step_and_the_others_finish(engine):
     requests = [_story(10 + i, n=200) for i in range(4)]
     tasks = [asyncio.create_task(engine.generate(r)) for r in requests]

@@ -123,6 +123,7 @@ class LlamaEngine:
             prefill_chunk=prefill_chunk or n_batch,
             is_eog=lambda t: bool(llama_cpp.llama_vocab_is_eog(self._vocab, t)),
             piece=self._piece_bytes,
+            spell=self._spelling,
         )
 
     # ------------------------------------------------------------------ model facts
@@ -157,6 +158,12 @@ class LlamaEngine:
             buf = ctypes.create_string_buffer(-n)
             n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, -n, 0, special)
         return buf.raw[:n]
+
+    def _spelling(self, token: int) -> bytes:
+        """A token's text for matching prompts on text; a special token spells only itself."""
+        if llama_cpp.llama_vocab_is_control(self._vocab, token) or llama_cpp.llama_vocab_is_eog(self._vocab, token):
+            return b"\x00" + token.to_bytes(4, "little") + b"\x00"
+        return self._piece_bytes(token)
 
     # ------------------------------------------------------------------ tokens
 
@@ -224,7 +231,8 @@ class LlamaEngine:
         future: Future[GenerationResult] = Future()
         seed = self.seed if req.seed is None else req.seed
         budget = min(req.max_tokens, self.n_ctx - len(tokens))
-        self._scheduler.submit(Sequence(req, future, tokens, budget=budget, seed=seed))
+        seq = Sequence(req, future, tokens, budget=budget, seed=seed, context_left=self.n_ctx - len(tokens))
+        self._scheduler.submit(seq)
         return future
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import llama_cpp
 import structlog
 
+from worker.engine.respell import respell
 from worker.engine.sampling import TokenSampler
 from worker.engine.sequence import Sequence
 from worker.engine.slots import Slot, place
@@ -46,12 +47,14 @@ class Scheduler:
         prefill_chunk: int,
         is_eog: Callable[[int], bool],
         piece: Callable[[int], bytes],
+        spell: Callable[[int], bytes] | None = None,
     ):
         self._ctx = ctx
         self._mem = llama_cpp.llama_get_memory(ctx)
         self._sampler = TokenSampler(ctx, vocab, n_vocab)
         self._is_eog = is_eog
         self._piece = piece
+        self._spell = spell  # None: match cached prefixes on token ids only
         self.n_batch = n_batch
         self.prefill_chunk = max(1, prefill_chunk)
         self.slots = [Slot(i) for i in range(slots)]
@@ -117,6 +120,10 @@ class Scheduler:
                 self._waiting.popleft()
                 self._finish(seq, "aborted")
                 continue
+            if all(s.busy for s in self.slots):
+                return
+            if self._spell is not None:  # just before placing, against the caches as they are now
+                seq.use_prompt(respell(self.slots, seq.prompt, self._spell, room=seq.context_left - 1))
             placement = place(self.slots, seq.prompt)
             if placement is None:
                 return

@@ -27,11 +27,13 @@ class Sequence:
         prompt: list[int],
         budget: int,
         seed: int = 0,
+        context_left: int | None = None,
     ):
         self.request = request
         self.future = future
         self.prompt = prompt
         self.budget = budget  # tokens it may generate: max_tokens, and what the slot's context has left
+        self.context_left = budget if context_left is None else context_left  # n_ctx - len(prompt)
         self.seed = seed
         self.slot: Slot | None = None
         self.cached = 0  # prompt tokens reused from a cache
@@ -51,6 +53,12 @@ class Sequence:
     @property
     def prefilling(self) -> bool:
         return bool(self.pending)
+
+    def use_prompt(self, prompt: list[int]) -> None:
+        """Take a respelled prompt (worker/engine/respell.py): the same text, maybe more tokens."""
+        self.context_left -= len(prompt) - len(self.prompt)
+        self.budget = min(self.budget, self.context_left)
+        self.prompt = prompt
 
     def prompt_done(self) -> None:
         self._t_prompt_done = time.perf_counter()
