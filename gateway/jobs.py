@@ -10,8 +10,9 @@ from gateway.auth import Tenant
 from gateway.limits import apply_caps
 from gateway.sse import event_stream
 from gateway.state import GatewayState, State
+from gateway.submission import queue_full
 from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
-from toolq.errors import BadRequest, JobNotFoundError, QueueFull, ToolqError
+from toolq.errors import BadRequest, JobNotFoundError, ToolqError
 from toolq.jobstore import JobNotFound, NotSubmitted, QueueAtLimit
 from toolq.protocol import JobRequest, JobStatus
 
@@ -71,10 +72,7 @@ async def submit_job(
             request, model=model, tenant=tenant, idempotency_key=key, max_queue_depth=settings.max_queue_depth
         )
     except QueueAtLimit as e:
-        raise QueueFull(
-            f"the queue of model {model!r} is full ({e.depth} jobs, limit {e.limit}); retry later",
-            retry_after_s=settings.retry_after_s,
-        ) from None
+        raise queue_full(e, model, state) from None
     except NotSubmitted:
         assert refusal is not None
         raise refusal from None

@@ -30,11 +30,16 @@ async def submit(state: GatewayState, request: JobRequest, tenant: str) -> tuple
             request, model=model, tenant=tenant, max_queue_depth=state.settings.max_queue_depth
         )
     except QueueAtLimit as e:
-        raise QueueFull(
-            f"the queue of model {model!r} is full ({e.depth} jobs, limit {e.limit}); retry later",
-            retry_after_s=state.settings.retry_after_s,
-        ) from None
+        raise queue_full(e, model, state) from None
     return job_id, model
+
+
+def queue_full(e: QueueAtLimit, model: str | None, state: GatewayState) -> QueueFull:
+    """The 429 (with Retry-After) of a submit the queue's limit refused, for every front door."""
+    return QueueFull(
+        f"the queue of model {model!r} is full ({e.depth} jobs, limit {e.limit}); retry later",
+        retry_after_s=state.settings.retry_after_s,
+    )
 
 
 _CANCELLING: set[asyncio.Task[object]] = set()  # keeps the tasks of cancel_soon alive until done
