@@ -5,6 +5,10 @@ gateway/openai/visible_text.py lets them (no call markup reaches the caller as t
 event adds whatever content was held back, then each call as ``delta.tool_calls``: index, id and
 name first, then the arguments string in pieces; then the finish chunk, the usage chunk when
 asked, and the caller writes ``[DONE]``.
+
+Calls are streamed from the final event, not from tokens, on purpose: the worker checks each
+call against its schema and sends a failing one back to the model, and a stream cannot take back
+arguments it has sent.
 """
 
 from __future__ import annotations
