@@ -12,7 +12,14 @@ not, taken in turns (toolq, llama-server, toolq, ...) so that the machine's drif
 Per server and mode, p50 of: the first streamed chunk (the first SSE event the SDK yields, usually the
 role), the first chunk that carries content or a tool call, and the whole request; and how many answers
 held the right tool call: one call named calculate_zorbix whose arguments json.loads to
-{"zorb": 15, "bix": 7}. Then the ratios toolq / llama-server.
+{"zorb": 15, "bix": 7}; the completion tokens (from the usage) and the whole request per token. Then the
+ratios toolq / llama-server.
+
+On SmolLM2, llama-server answers the tool request with text and no call, so its figures are for less
+work. A second anchor row, ``llama-server+schema``, asks the same server for the same call as JSON content
+(``response_format`` json_schema of {"name", "arguments"}, no tools): the same tokens of generation under
+a grammar, which is what toolq does for a required call; its answer counts as right when that JSON is the
+expected call. That row, and the per-token figure, are the like-for-like comparison.
 
 llama-server builds from the llama.cpp sources that the llama-cpp-python sdist vendors (vendor/llama.cpp):
   cmake -B build -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_CURL=OFF
@@ -61,9 +68,25 @@ ZORBIX = {
     },
 }
 ASK = [{"role": "user", "content": "Calculate the zorbix of 15 and 7"}]
+# The equal-work anchor: llama-server made to write the same call as JSON content, with its own
+# json_schema grammar, since on SmolLM2 it writes no tool call (see the docstring).
+CALL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"const": "calculate_zorbix"},
+        "arguments": ZORBIX["function"]["parameters"],
+    },
+    "required": ["name", "arguments"],
+}
+ANCHORS = {"llama-server": "tools", "llama-server+schema": "schema"}  # server label -> what it is asked
 EXPECTED = ("calculate_zorbix", {"zorb": 15, "bix": 7})
 MODES = ("stream", "whole")  # streamed, and one JSON answer
-FIGURES = (("first chunk", "first_chunk_s"), ("first delta", "first_delta_s"), ("whole", "total_s"))
+FIGURES = (
+    ("first chunk", "first_chunk_s"),
+    ("first delta", "first_delta_s"),
+    ("whole", "total_s"),
+    ("per token", "per_token_s"),
+)
 
 
 @dataclass
@@ -72,6 +95,11 @@ class Sample:
     first_delta_s: float | None  # streamed only: the first chunk with content or a tool call
     total_s: float
     problem: str  # empty when the tool call is right
+    tokens: int | None = None  # completion tokens, from the usage
+
+    @property
+    def per_token_s(self) -> float | None:
+        return self.total_s / self.tokens if self.tokens else None
 
 
 @dataclass
@@ -105,34 +133,47 @@ def call_problem(calls: list[tuple[str, str]], content: str) -> str:
     return ""
 
 
-def request_args(model: str, max_tokens: int) -> dict[str, Any]:
-    return {
-        "model": model,
-        "messages": ASK,
-        "tools": [ZORBIX],
-        "tool_choice": "required",
-        "temperature": 0,
-        "max_tokens": max_tokens,
-    }
+def request_args(model: str, max_tokens: int, ask: str = "tools") -> dict[str, Any]:
+    common = {"model": model, "messages": ASK, "temperature": 0, "max_tokens": max_tokens}
+    if ask == "schema":
+        schema = {"name": "call", "schema": CALL_SCHEMA, "strict": True}
+        return {**common, "response_format": {"type": "json_schema", "json_schema": schema}}
+    return {**common, "tools": [ZORBIX], "tool_choice": "required"}
 
 
-def one_request(client: openai.OpenAI, model: str, mode: str, max_tokens: int) -> Sample:
-    kwargs = request_args(model, max_tokens)
+def content_call(content: str) -> list[tuple[str, str]]:
+    """The call an equal-work anchor wrote as JSON content, as (name, arguments string)."""
+    try:
+        value = json.loads(content)
+        return [(value["name"], json.dumps(value["arguments"]))]
+    except (ValueError, KeyError, TypeError):
+        return []
+
+
+def one_request(client: openai.OpenAI, model: str, mode: str, max_tokens: int, ask: str = "tools") -> Sample:
+    kwargs = request_args(model, max_tokens, ask)
     t0 = time.perf_counter()
     if mode == "whole":
         out = client.chat.completions.create(**kwargs)
         total = time.perf_counter() - t0
         message = out.choices[0].message
         calls = [(c.function.name, c.function.arguments) for c in message.tool_calls or [] if c.type == "function"]
-        return Sample(None, None, total, call_problem(calls, message.content or ""))
+        if ask == "schema":
+            calls = content_call(message.content or "")
+        tokens = out.usage.completion_tokens if out.usage else None
+        return Sample(None, None, total, call_problem(calls, message.content or ""), tokens)
     first_chunk = first_delta = None
+    tokens = None
     content: list[str] = []
     parts: dict[int, list[str]] = {}  # tool call index -> [name, arguments so far]
-    for chunk in client.chat.completions.create(**kwargs, stream=True):
+    stream = client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
+    for chunk in stream:
         now = time.perf_counter() - t0
         first_chunk = now if first_chunk is None else first_chunk
+        if chunk.usage is not None:
+            tokens = chunk.usage.completion_tokens
         if not chunk.choices:
-            continue  # a usage chunk
+            continue  # the usage chunk
         delta = chunk.choices[0].delta
         if first_delta is None and (delta.content or delta.tool_calls):
             first_delta = now
@@ -145,7 +186,9 @@ def one_request(client: openai.OpenAI, model: str, mode: str, max_tokens: int) -
                 part[1] += tc.function.arguments
     total = time.perf_counter() - t0
     calls = [(name, arguments) for name, arguments in (parts[i] for i in sorted(parts))]
-    return Sample(first_chunk, first_delta, total, call_problem(calls, "".join(content)))
+    if ask == "schema":
+        calls = content_call("".join(content))
+    return Sample(first_chunk, first_delta, total, call_problem(calls, "".join(content)), tokens)
 
 
 class LlamaServer:
@@ -206,26 +249,33 @@ def fmt_ratio(ours: float | None, anchor: float | None) -> str:
 
 def table(series: list[Series], n: int) -> str:
     """The figures per server and mode, then toolq / llama-server for each mode the anchor ran."""
-    head = f"{'server':<13}{'mode':<8}{'first chunk':>13}{'first delta':>13}{'whole':>11}{'tool call ok':>14}"
+    head = (
+        f"{'server':<21}{'mode':<8}{'first chunk':>13}{'first delta':>13}{'whole':>11}"
+        f"{'tokens':>8}{'per token':>12}{'call ok':>9}"
+    )
     lines = [f"p50 over {n} requests each", head, "-" * len(head)]
     for s in series:
         ok = f"{s.correct}/{len(s.samples)}"
+        tokens = s.p50("tokens")
+        per_token = s.p50("per_token_s")
         lines.append(
-            f"{s.server:<13}{s.mode:<8}{fmt_s(s.p50('first_chunk_s')):>13}{fmt_s(s.p50('first_delta_s')):>13}"
-            f"{fmt_s(s.p50('total_s')):>11}{ok:>14}"
+            f"{s.server:<21}{s.mode:<8}{fmt_s(s.p50('first_chunk_s')):>13}{fmt_s(s.p50('first_delta_s')):>13}"
+            f"{fmt_s(s.p50('total_s')):>11}{'-' if tokens is None else f'{tokens:.0f}':>8}"
+            f"{'-' if per_token is None else f'{per_token * 1000:.1f} ms':>12}{ok:>9}"
         )
     by_key = {(s.server, s.mode): s for s in series}
     ratios = []
-    for mode in MODES:
-        ours, anchor = by_key.get(("toolq", mode)), by_key.get(("llama-server", mode))
-        if ours is None or anchor is None:
-            continue
-        cells = [
-            f"{label} {fmt_ratio(ours.p50(name), anchor.p50(name))}"
-            for label, name in FIGURES
-            if ours.p50(name) is not None
-        ]
-        ratios.append(f"toolq / llama-server, {mode}: " + ", ".join(cells))
+    for label in ANCHORS:
+        for mode in MODES:
+            ours, anchor = by_key.get(("toolq", mode)), by_key.get((label, mode))
+            if ours is None or anchor is None:
+                continue
+            cells = [
+                f"{figure} {fmt_ratio(ours.p50(name), anchor.p50(name))}"
+                for figure, name in FIGURES
+                if ours.p50(name) is not None
+            ]
+            ratios.append(f"toolq / {label}, {mode}: " + ", ".join(cells))
     if ratios:
         lines += ["", *ratios]
     return "\n".join(lines)
@@ -278,20 +328,22 @@ def run(redis_url: str, model_path: Path, args: argparse.Namespace, procs: list[
         procs.append(llama)
         llama.wait_ready()
         anchor = openai.OpenAI(base_url=llama.url + "/v1", api_key="none", max_retries=0, timeout=120)
-        clients["llama-server"] = (anchor, model)
+        for label in ANCHORS:
+            clients[label] = (anchor, model)
     print(
         f"one tool-call request via the openai SDK {openai.__version__}: model {model_path.name}, "
         f"tool_choice required, max_tokens {args.max_tokens}; {os.cpu_count()} CPU cores, "
         f"load average {os.getloadavg()[0]:.2f} at start\n"
     )
-    for client, name in clients.values():  # warm up: connections, the worker's first job, the server's caches
+    for server, (client, name) in clients.items():  # warm up: connections, the worker's first job, caches
         for mode in MODES:
-            one_request(client, name, mode, args.max_tokens)
+            one_request(client, name, mode, args.max_tokens, ANCHORS.get(server, "tools"))
     series = {(server, mode): Series(server, mode) for server in clients for mode in MODES}
     for _ in range(args.requests):
         for server, (client, name) in clients.items():
             for mode in MODES:
-                series[server, mode].samples.append(one_request(client, name, mode, args.max_tokens))
+                sample = one_request(client, name, mode, args.max_tokens, ANCHORS.get(server, "tools"))
+                series[server, mode].samples.append(sample)
     print(table(list(series.values()), args.requests))
     wrong = problems(list(series.values()))
     if wrong:
