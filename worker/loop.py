@@ -93,6 +93,11 @@ class LoopState:
     # applied, an answer is a tool message in ``messages``). {"content": str} for a client
     # tool, {"approved": bool, "reason": str | None} for an approval.
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # first call id of an assistant turn -> the model's own text of that turn, when it parsed to
+    # exactly that turn and spells no special token: the next prompt shows the reply as written,
+    # so the engine finds it in its cache (worker/engine/respell.py). Not checkpointed: a resumed
+    # attempt runs on a cold cache, and the template's spelling is as good there.
+    replies: dict[str, str] = field(default_factory=dict)
 
     def checkpoint(self) -> dict[str, Any]:
         return {
@@ -256,6 +261,9 @@ class ConversationLoop:
                 if calls:
                     problems = []  # the model gets the results of the complete calls instead
             state.messages.append(Message(role="assistant", content=parsed.content or None, tool_calls=calls or None))
+            if calls and calls == parsed.tool_calls and not problems and not parsed.truncated_call:
+                if gen.stop_reason == "stop" and self.engine.plain_text(gen.text):
+                    state.replies[calls[0].id] = gen.text
             if problems and not calls:
                 state.messages.append(Message(role="tool", name="error", content=self._problem_text(problems)))
                 continue
@@ -276,7 +284,12 @@ class ConversationLoop:
         sink: EventSink,
     ) -> GenerationResult:
         prompt = self.template.render(
-            state.messages, tools=tools, fmt=self.fmt, add_generation_prompt=True, prompt_variant=self.prompt_variant
+            state.messages,
+            tools=tools,
+            fmt=self.fmt,
+            add_generation_prompt=True,
+            prompt_variant=self.prompt_variant,
+            replies=state.replies,
         )
         state.iterations += 1
         structlog.contextvars.bind_contextvars(iteration=state.iterations)

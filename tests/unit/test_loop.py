@@ -311,3 +311,46 @@ async def test_stream_tokens_pushes_text(registry):
     sink2 = Sink()
     await loop.run(req(), sink2)
     assert sink2.text == []
+
+
+class CachingEngine(RecordingEngine):
+    """An engine with a cache worth hitting: replies that spell no special token come back as written."""
+
+    def plain_text(self, text: str) -> bool:
+        return "<|" not in text
+
+
+async def test_the_next_prompt_shows_a_reply_as_the_model_wrote_it(registry):
+    spelled = '<tool_call>\n\n{ "name": "add", "arguments": { "a": 2, "b": 3 } }\n\n</tool_call>'
+    engine = CachingEngine([spelled, "2 + 3 = 5."])
+    template = ChatTemplate.from_file(TEMPLATES_DIR / "hermes3_tool_calling.j2")
+    loop = ConversationLoop(engine, template, get_format("hermes"), registry, tool_timeout_s=5)
+    out = await loop.run(req(), Sink())
+    assert out.content == "2 + 3 = 5."
+    # the template would write {"name":"add", ...}; the model's own spacing is what its cache holds
+    assert engine.prompts[1].startswith(engine.prompts[0] + spelled + "<|im_end|>")
+    assert out.state.replies == {out.state.messages[1].tool_calls[0].id: spelled}
+    assert "replies" not in out.state.checkpoint()  # a resumed attempt has a cold cache
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        call("add", a=2, b=3) + "\n" + call("add", a=2, b=3),  # a repeat the loop drops
+        call("add", a=2, b=3) + "<|im_start|>",  # spells a special token
+        call("add", a=2, b=3) + "<tool_call>\n{not json}\n</tool_call>",  # a call that does not parse
+    ],
+)
+async def test_a_reply_the_turn_does_not_match_is_respelled_by_the_template(registry, reply):
+    engine = CachingEngine([reply, "2 + 3 = 5."])
+    template = ChatTemplate.from_file(TEMPLATES_DIR / "hermes3_tool_calling.j2")
+    loop = ConversationLoop(engine, template, get_format("hermes"), registry, tool_timeout_s=5)
+    out = await loop.run(req(), Sink())
+    assert out.state.replies == {}
+    assert '{"name":"add", "arguments": {"a": 2, "b": 3}}' in engine.prompts[1]
+
+
+async def test_the_scripted_engine_keeps_the_templates_spelling(registry):
+    loop, _ = make_loop(registry, [call("add", a=2, b=3), "2 + 3 = 5."])
+    out = await loop.run(req(), Sink())
+    assert out.state.replies == {}

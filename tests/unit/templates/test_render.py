@@ -225,3 +225,44 @@ def test_earlier_iterations_are_a_prefix_of_later_ones(template):
     shorter = render(template, msgs[:3], fmt, add_generation_prompt=False).text
     longer = render(template, msgs, fmt, add_generation_prompt=False).text
     assert longer.startswith(shorter)
+
+
+# ---------------------------------------------------------------- replies as the model wrote them
+
+SPELLED = '<tool_call>\n\n{ "name": "add", "arguments": { "a": 2, "b": 3 } }\n\n</tool_call>'
+
+
+def _turns() -> tuple[list[Message], str]:
+    msgs = [
+        Message(role="user", content="2 + 3?"),
+        Message.model_validate(
+            {"role": "assistant", "tool_calls": [{"function": {"name": "add", "arguments": {"a": 2, "b": 3}}}]}
+        ),
+    ]
+    call_id = msgs[1].tool_calls[0].id  # type: ignore[index]
+    msgs.append(Message(role="tool", tool_call_id=call_id, content="5"))
+    return msgs, call_id
+
+
+def test_a_kept_reply_is_shown_as_written_and_untrusted():
+    msgs, call_id = _turns()
+    template = ChatTemplate.from_file(TEMPLATES_DIR / "hermes3_tool_calling.j2")
+    out = template.render(msgs, tools=[], fmt=get_format("hermes"), replies={call_id: SPELLED})
+    assert "<|im_start|>assistant\n" + SPELLED + "<|im_end|>" in out.text
+    assert (SPELLED, False) in out.segments  # model output: tokenized as text, never as markup
+    plain = template.render(msgs, tools=[], fmt=get_format("hermes"))
+    assert SPELLED not in plain.text and '{"name":"add", "arguments": {"a": 2, "b": 3}}' in plain.text
+
+
+def test_a_template_that_refuses_the_kept_reply_gets_its_own_spelling():
+    msgs, call_id = _turns()
+    source = (
+        "{% for m in messages %}{% if m.role == 'tool' and not loop.previtem.tool_calls %}"
+        "{{ raise_exception('a tool message must follow tool_calls') }}{% endif %}"
+        "<|{{ m.role }}|>{{ m.content or '' }}{% for c in m.tool_calls or [] %}CALL {{ c.function.name }} {{ c.function.arguments | tojson }}"
+        "{% endfor %}\n{% endfor %}"
+    )
+    template = ChatTemplate(source)
+    assert template.capabilities.tool_calls and template.capabilities.tool_role
+    out = template.render(msgs, tools=[], fmt=get_format("hermes"), replies={call_id: SPELLED})
+    assert "CALL add" in out.text and SPELLED not in out.text
