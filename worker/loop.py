@@ -39,6 +39,7 @@ from toolq.tools import ToolOutcome, ToolRegistry
 from worker.answer_format import AnswerFormatError, answer_grammar, answer_problem
 from worker.formats.base import ToolCallFormat, ToolDefinition
 from worker.generation import Engine, GenerationRequest, GenerationResult
+from worker.replies import Replies
 from worker.sources.registry import RegistrySource
 from worker.templates import ChatTemplate
 from worker.toolbox import ToolBox, ToolResolver
@@ -93,11 +94,6 @@ class LoopState:
     # applied, an answer is a tool message in ``messages``). {"content": str} for a client
     # tool, {"approved": bool, "reason": str | None} for an approval.
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # first call id of an assistant turn -> the model's own text of that turn, when it parsed to
-    # exactly that turn and spells no special token: the next prompt shows the reply as written,
-    # so the engine finds it in its cache (worker/engine/respell.py). Not checkpointed: a resumed
-    # attempt runs on a cold cache, and the template's spelling is as good there.
-    replies: dict[str, str] = field(default_factory=dict)
 
     def checkpoint(self) -> dict[str, Any]:
         return {
@@ -188,6 +184,7 @@ class ConversationLoop:
         self.tool_timeout_s = tool_timeout_s
         self.prompt_variant = prompt_variant
         self._grammars: dict[tuple[str, bool], str] = {}
+        self.replies = Replies()  # the model's own text of call turns, for every job of this worker
 
     @staticmethod
     def forced_tools(box: ToolBox, request: JobRequest) -> list[ToolDefinition]:
@@ -263,7 +260,7 @@ class ConversationLoop:
             state.messages.append(Message(role="assistant", content=parsed.content or None, tool_calls=calls or None))
             if calls and calls == parsed.tool_calls and not problems and not parsed.truncated_call:
                 if gen.stop_reason == "stop" and self.engine.plain_text(gen.text):
-                    state.replies[calls[0].id] = gen.text
+                    self.replies.keep(calls, gen.text)
             if problems and not calls:
                 state.messages.append(Message(role="tool", name="error", content=self._problem_text(problems)))
                 continue
@@ -289,7 +286,7 @@ class ConversationLoop:
             fmt=self.fmt,
             add_generation_prompt=True,
             prompt_variant=self.prompt_variant,
-            replies=state.replies,
+            replies=self.replies.matching(state.messages),
         )
         state.iterations += 1
         structlog.contextvars.bind_contextvars(iteration=state.iterations)

@@ -329,8 +329,35 @@ async def test_the_next_prompt_shows_a_reply_as_the_model_wrote_it(registry):
     assert out.content == "2 + 3 = 5."
     # the template would write {"name":"add", ...}; the model's own spacing is what its cache holds
     assert engine.prompts[1].startswith(engine.prompts[0] + spelled + "<|im_end|>")
-    assert out.state.replies == {out.state.messages[1].tool_calls[0].id: spelled}
-    assert "replies" not in out.state.checkpoint()  # a resumed attempt has a cold cache
+    assert loop.replies.matching(out.state.messages) == {out.state.messages[1].tool_calls[0].id: spelled}
+
+
+async def test_a_callers_next_request_shows_the_call_turn_as_the_model_wrote_it(registry):
+    # Client-executed calls: the job ends with the calls; the caller's next request carries them
+    # back (same ids) with the results, and the model's own spelling comes back with them.
+    spelled = '<tool_call>\n\n{ "name": "lookup", "arguments": { "q": "x" } }\n\n</tool_call>'
+    engine = CachingEngine([spelled, "Found it."])
+    template = ChatTemplate.from_file(TEMPLATES_DIR / "hermes3_tool_calling.j2")
+    loop = ConversationLoop(engine, template, get_format("hermes"), registry, tool_timeout_s=5)
+    lookup = {
+        "type": "function",
+        "function": {"name": "lookup", "parameters": {"type": "object"}},
+        "execution": "client",
+    }
+    first = await loop.run(req("find x", tools=[lookup], on_client_tool="end"), Sink())
+    assert first.finish_reason == "requires_action"
+    turn = first.state.messages[-1]
+    follow_up = [*first.state.messages, Message(role="tool", tool_call_id=turn.tool_calls[0].id, content="x is here")]
+    second = await loop.run(JobRequest(messages=follow_up, tools=[lookup]), Sink())
+    assert second.content == "Found it."
+    assert spelled + "<|im_end|>" in engine.prompts[1]
+    # the same id with other arguments (a caller's edit) is not shown in the kept spelling
+    call_id = turn.tool_calls[0].id
+    edited = Message.model_validate(
+        {"role": "assistant", "tool_calls": [{"id": call_id, "function": {"name": "lookup", "arguments": {"q": "y"}}}]}
+    )
+    assert loop.replies.matching([edited]) == {}
+    assert loop.replies.matching([turn]) == {call_id: spelled}
 
 
 @pytest.mark.parametrize(
@@ -345,12 +372,12 @@ async def test_a_reply_the_turn_does_not_match_is_respelled_by_the_template(regi
     engine = CachingEngine([reply, "2 + 3 = 5."])
     template = ChatTemplate.from_file(TEMPLATES_DIR / "hermes3_tool_calling.j2")
     loop = ConversationLoop(engine, template, get_format("hermes"), registry, tool_timeout_s=5)
-    out = await loop.run(req(), Sink())
-    assert out.state.replies == {}
+    await loop.run(req(), Sink())
+    assert len(loop.replies) == 0
     assert '{"name":"add", "arguments": {"a": 2, "b": 3}}' in engine.prompts[1]
 
 
 async def test_the_scripted_engine_keeps_the_templates_spelling(registry):
     loop, _ = make_loop(registry, [call("add", a=2, b=3), "2 + 3 = 5."])
-    out = await loop.run(req(), Sink())
-    assert out.state.replies == {}
+    await loop.run(req(), Sink())
+    assert len(loop.replies) == 0
