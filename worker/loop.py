@@ -39,7 +39,6 @@ from toolq.tools import ToolOutcome, ToolRegistry
 from worker.answer_format import AnswerFormatError, answer_grammar, answer_problem
 from worker.formats.base import ToolCallFormat, ToolDefinition
 from worker.generation import Engine, GenerationRequest, GenerationResult
-from worker.replies import Replies
 from worker.sources.registry import RegistrySource
 from worker.templates import ChatTemplate
 from worker.toolbox import ToolBox, ToolResolver
@@ -184,7 +183,6 @@ class ConversationLoop:
         self.tool_timeout_s = tool_timeout_s
         self.prompt_variant = prompt_variant
         self._grammars: dict[tuple[str, bool], str] = {}
-        self.replies = Replies()  # the model's own text of call turns, for every job of this worker
 
     @staticmethod
     def forced_tools(box: ToolBox, request: JobRequest) -> list[ToolDefinition]:
@@ -258,9 +256,6 @@ class ConversationLoop:
                 if calls:
                     problems = []  # the model gets the results of the complete calls instead
             state.messages.append(Message(role="assistant", content=parsed.content or None, tool_calls=calls or None))
-            if calls and calls == parsed.tool_calls and not problems and not parsed.truncated_call:
-                if gen.stop_reason == "stop" and self.engine.plain_text(gen.text):
-                    self.replies.keep(calls, gen.text)
             if problems and not calls:
                 state.messages.append(Message(role="tool", name="error", content=self._problem_text(problems)))
                 continue
@@ -281,12 +276,7 @@ class ConversationLoop:
         sink: EventSink,
     ) -> GenerationResult:
         prompt = self.template.render(
-            state.messages,
-            tools=tools,
-            fmt=self.fmt,
-            add_generation_prompt=True,
-            prompt_variant=self.prompt_variant,
-            replies=self.replies.matching(state.messages),
+            state.messages, tools=tools, fmt=self.fmt, add_generation_prompt=True, prompt_variant=self.prompt_variant
         )
         state.iterations += 1
         structlog.contextvars.bind_contextvars(iteration=state.iterations)

@@ -131,8 +131,5 @@ class ScriptedEngine:
                 text, reason = text[: text.index(s)], "stop"
         return GenerationResult(text, reason, n_prompt, 0, len(out), 0.0, (time.perf_counter() - t0) * 1000)
 
-    def plain_text(self, text: str) -> bool:
-        return False  # no cache to reuse: prompts keep the template's spelling of every reply
-
     def close(self) -> None:
         self._executor.shutdown(wait=False)

@@ -174,23 +174,6 @@ async def test_four_concurrent_jobs_on_one_worker_each_make_the_right_call(redis
         assert [e.seq for e in evs] == list(range(1, len(evs) + 1))
 
 
-async def test_the_second_round_reuses_the_models_own_call_from_the_cache(redis_url, four_slot_worker):
-    # Round 2 renders the model's call as the model wrote it (worker/loop.py keeps its text), and
-    # the slot's tokens stand for that text (worker/engine/respell.py): what is evaluated again is
-    # the tool result and the next header, about 26 tokens, not the ~60 of the call respelled.
-    store = JobStore.from_url(redis_url)
-    try:
-        for a, b in [(15, 7), (9, 4)]:  # the first warms the shared prefix
-            job_id, _ = await store.submit(_zorbix(a, b), model=MODEL)
-            evs = await _events(store, job_id)
-    finally:
-        await store.close()
-    assert evs[-1].type == EventType.final and evs[-1].data["iterations"] == 2
-    usage = evs[-1].data["usage"]
-    uncached = usage["prompt_tokens"] - usage["cached_prompt_tokens"]
-    assert uncached < 50, usage
-
-
 async def test_cancel_one_of_four_running_jobs(redis_url, four_slot_worker):
     store = JobStore.from_url(redis_url)
     try:

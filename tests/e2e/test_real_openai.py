@@ -72,10 +72,6 @@ def test_tool_call_then_the_answer_from_its_result(client):
     answer = second.choices[0]
     assert answer.finish_reason in ("stop", "length") and answer.message.content
     assert not answer.message.tool_calls or answer.finish_reason == "tool_calls"
-    # the second request shows the call as the model wrote it, so the worker's cache covers it
-    # (worker/replies.py): only the tool result and what follows are evaluated again
-    cached = second.usage.prompt_tokens_details.cached_tokens
-    assert cached >= first.usage.prompt_tokens + first.usage.completion_tokens - 2, (first.usage, second.usage)
 
 
 def test_the_same_call_streamed_and_assembled_by_the_sdk(client):

@@ -178,9 +178,6 @@ class LlamaEngine:
             n = llama_cpp.llama_tokenize(self._vocab, data, len(data), buf, cap, add_bos, special)
         return list(buf[:n])
 
-    def plain_text(self, text: str) -> bool:
-        return self.tokenize(text, special=True) == self.tokenize(text, special=False)
-
     def tokenize_segments(self, segments: Seq[Segment]) -> list[int]:
         """Template markup may produce control tokens; user and tool text never does."""
         tokens: list[int] = []

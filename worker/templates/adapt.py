@@ -9,7 +9,7 @@ message is marked untrusted (``worker/templates/markers.py``) on the way.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolq.protocol import FunctionCall, Message, ToolCall
@@ -23,20 +23,12 @@ if TYPE_CHECKING:
 class Adapter:
     """Turns protocol messages into marked message dicts this template can render."""
 
-    def __init__(
-        self,
-        template: ChatTemplate,
-        fmt: ToolCallFormat,
-        tools: list[ToolDefinition],
-        variant: str | None,
-        replies: Mapping[str, str] | None = None,
-    ):
+    def __init__(self, template: ChatTemplate, fmt: ToolCallFormat, tools: list[ToolDefinition], variant: str | None):
         self.template = template
         self.caps = template.capabilities
         self.fmt = fmt
         self.tools = tools
         self.variant = variant
-        self.replies = replies or {}
 
     def adapt(self, messages: list[Message]) -> list[dict[str, Any]]:
         names = _call_names(messages)
@@ -86,13 +78,6 @@ class Adapter:
         content = mark(m.content) if m.content is not None else None
         if not m.tool_calls:
             return {"role": "assistant", "content": self._final_text(m.content or "")}
-        # The model's own text of the turn, when the loop kept it: the same calls in the spelling
-        # the model chose (and the tokens its slot holds), after the same assistant header the
-        # generation prompt gave it. Untrusted as a whole (the loop keeps only text that spells
-        # no special token).
-        raw = self.replies.get(m.tool_calls[0].id)
-        if raw is not None:
-            return {"role": "assistant", "content": mark(raw)}
         if not self.caps.tool_calls:
             return {"role": "assistant", "content": _join(content or "", self._inline_calls(m.tool_calls), "\n")}
         if content is None and self.caps.tool_call_content_empty_string:

@@ -134,31 +134,12 @@ class ChatTemplate:
         fmt: ToolCallFormat,
         add_generation_prompt: bool = True,
         prompt_variant: str | None = None,
-        replies: Mapping[str, str] | None = None,
     ) -> RenderedPrompt:
-        """The prompt for a conversation, adapted to what this template supports.
-
-        ``replies``: the model's own text of assistant turns, by the turn's first call id, shown
-        as written (see Adapter), unless the template refuses a turn like that."""
+        """The prompt for a conversation, adapted to what this template supports."""
         msgs = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
         tools = [clean_json(t) for t in tools or ()]
-        if replies:
-            try:
-                return self._render(msgs, tools, fmt, add_generation_prompt, prompt_variant, replies)
-            except TemplateError:
-                pass  # a template that wants tool messages to follow tool_calls: its own spelling
-        return self._render(msgs, tools, fmt, add_generation_prompt, prompt_variant, {})
-
-    def _render(
-        self,
-        msgs: list[Message],
-        tools: list[ToolDefinition],
-        fmt: ToolCallFormat,
-        add_generation_prompt: bool,
-        prompt_variant: str | None,
-        replies: Mapping[str, str],
-    ) -> RenderedPrompt:
-        marked = Adapter(self, fmt, tools, prompt_variant, replies).adapt(msgs)
+        adapter = Adapter(self, fmt, tools, prompt_variant)
+        marked = adapter.adapt(msgs)
         shown_tools = tools if (tools and self.capabilities.renders_tools) else None
         marked_text = self.render_raw(marked, tools=shown_tools, add_generation_prompt=add_generation_prompt)
         plain_text = self.render_raw(unmark(marked), tools=shown_tools, add_generation_prompt=add_generation_prompt)
