@@ -10,6 +10,10 @@ same run, on the same model, context and threads.
    through the engine. Target >= 0.9. Also shown: the tight loop on that prompt (the unconstrained figure's
    own anchor: the prompt is ~300 tokens deep, so it decodes slower than section 1's short one), and the
    tight loop with the grammar applied to the whole vocabulary every token (what the high-level API does).
+   Every token is sampled here (jump_forward off), so this is the cost of sampling under a grammar.
+4. Forced text: the whole zorbix call under its required-call grammar, with the text the grammar forces
+   evaluated in chunks (worker/grammar/forced.py) vs every token sampled (the anchor), same engine,
+   interleaved: milliseconds, decode steps, tokens, and whether both wrote the same text.
 
 Speeds are steady-state and measured the same way on both sides (bench/decode_rate.py). The tight loop runs in
 a process of its own: with two threads of one process calling llama_decode, libgomp's barriers stop spinning
@@ -25,6 +29,7 @@ import argparse
 import asyncio
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,6 +41,7 @@ from toolq.tools import load_tool_modules
 from worker.app import build_loop
 from worker.engine import LlamaEngine
 from worker.formats import get_format
+from worker.generation import GenerationRequest
 from worker.settings import WorkerSettings
 from worker.templates import ChatTemplate
 
@@ -133,6 +139,7 @@ def main() -> None:
     prompt = template.render([Message(role="user", content=ask)], tools=tools, fmt=fmt).segments
     tokens = eng.tokenize_segments(prompt)
     grammar = fmt.grammar(tools, required=True)
+    eng.jump_forward = False  # the cost of sampling under the grammar, every token sampled (section 4: forced text)
     free, constrained, loop_free, loop_full = [], [], [], []
     for _ in range(args.runs):
         free.append(engine_rate(eng, [prompt], 120))
@@ -148,6 +155,30 @@ def main() -> None:
         f"         tight loop on this prompt: unconstrained {lf:6.1f} tok/s ({counts(loop_free)} tokens), "
         f"engine/loop {f / lf:.3f}; grammar over the whole vocabulary every token {lu:6.1f} tok/s "
         f"({counts(loop_full)} tokens), ratio to unconstrained {lu / lf:.3f}"
+    )
+
+    # 4. forced text: the whole zorbix call (one required call) with the text the grammar forces
+    # evaluated as chunks, against every token sampled, same engine, interleaved
+    zorbix = load_tool_modules(settings.tool_modules).specs(["calculate_zorbix"])
+    ask = [Message(role="user", content="Calculate the zorbix of 15 and 7")]
+    call_prompt = template.render(ask, tools=zorbix, fmt=fmt).segments
+    call_grammar = fmt.call_grammar(zorbix)  # one call, as with parallel_tool_calls false
+    timed: dict[bool, list[tuple[float, int, int, str]]] = {True: [], False: []}
+    for _ in range(args.runs + 1):  # the first round warms up
+        for jump in (False, True):
+            eng.jump_forward = jump
+            steps = eng.stats().steps
+            t0 = time.perf_counter()
+            r = eng.generate_sync(GenerationRequest(segments=call_prompt, max_tokens=64, grammar=call_grammar))
+            ms = (time.perf_counter() - t0) * 1000
+            timed[jump].append((ms, eng.stats().steps - steps, r.completion_tokens, r.text))
+    sampled, jumped = timed[False][1:], timed[True][1:]
+    ms_s, ms_j = statistics.median(t[0] for t in sampled), statistics.median(t[0] for t in jumped)
+    same = all(a[3] == b[3] for a, b in zip(sampled, jumped, strict=True))
+    print(
+        f"forced text (one zorbix call, required): every token sampled {ms_s:6.1f} ms, "
+        f"{sampled[0][1]} steps, {sampled[0][2]} tokens;  forced text in chunks {ms_j:6.1f} ms, "
+        f"{jumped[0][1]} steps, {jumped[0][2]} tokens;  time ratio {ms_j / ms_s:.3f}; same text: {same}"
     )
     print(other.note())
     eng.close()

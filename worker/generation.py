@@ -78,6 +78,8 @@ class EngineStats:
     batch_sequences: int = 0  # sequences in each step, summed (batch_sequences / steps = mean batch size)
     prefill_tokens: int = 0
     decode_tokens: int = 0
+    # generated tokens a grammar forced, evaluated in chunks like a prompt (so in prefill_tokens too)
+    forced_tokens: int = 0
     prefill_s: float = 0.0  # time in steps that carried prompt tokens
     decode_s: float = 0.0  # time in steps that carried only generated tokens
 

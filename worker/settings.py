@@ -45,6 +45,10 @@ class WorkerSettings(BaseSettings):
     # CPU a step costs about 10 ms a token, so the default is 32 there; a GPU takes n_batch.
     prefill_chunk: int | None = Field(default=None, ge=1)
     n_batch: int = Field(default=256, ge=8)
+    # Under a full grammar (a required tool call), text the grammar forces (the tag, the tool's
+    # name, the argument keys) is evaluated as a chunk instead of sampled a token a step
+    # (worker/grammar/forced.py). Off: every token is sampled.
+    jump_forward: bool = True
     n_threads: int | None = None  # default: all cores (llama-cpp-python's default is half)
     n_gpu_layers: int = 0  # `toolq worker --gpu N` sets -1 (all layers)
     gpu: int | None = None

@@ -9,6 +9,8 @@ four concurrent zorbix jobs, cancel of one of four, and SIGKILL of a worker runn
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import threading
 import time
 
 import pytest
@@ -94,6 +96,51 @@ async def test_the_next_round_reuses_a_grammar_sampled_reply_as_the_model_wrote_
     )
     # everything up to the end of the reply (the end-of-turn token was sampled, never fed)
     assert r2.cached_tokens >= r1.prompt_tokens + r1.completion_tokens - 1, (r2.cached_tokens, r1)
+
+
+async def test_forced_text_is_evaluated_in_chunks_and_writes_the_same_call(engine):
+    # worker/grammar/forced.py: under the call grammar, the tag, the name and the keys are not
+    # sampled a token a step; the call written is the same, in fewer steps. Both a full grammar
+    # (a required call) and a lazy one (auto: from the trigger on) write what they wrote before.
+    from worker.formats import get_format
+    from worker.templates import ChatTemplate
+
+    fmt = get_format("hermes")
+    spec = {
+        "type": "function",
+        "function": {
+            "name": "calculate_zorbix",
+            "description": "Calculate the zorbix of two whole numbers.",
+            "parameters": {
+                "type": "object",
+                "properties": {"zorb": {"type": "integer"}, "bix": {"type": "integer"}},
+                "required": ["zorb", "bix"],
+            },
+        },
+    }
+    template = ChatTemplate.from_file(WorkerSettings().template_path())
+    ask = [Message(role="user", content="Calculate the zorbix of 15 and 7.")]
+    prompt = template.render(ask, tools=[spec], fmt=fmt).segments  # as the worker renders it
+    required = GenerationRequest(segments=prompt, max_tokens=64, grammar=fmt.call_grammar([spec]))
+    lazy = dataclasses.replace(required, grammar_trigger=fmt.trigger)
+    for request in (required, lazy):
+        out = {}
+        for jump in (False, True):
+            engine.jump_forward = jump
+            steps, forced = engine.stats().steps, engine.stats().forced_tokens
+            r = await engine.generate(dataclasses.replace(request, stop_event=threading.Event()))
+            out[jump] = (r.text, engine.stats().steps - steps, engine.stats().forced_tokens - forced)
+        engine.jump_forward = True
+        text, steps, forced = out[True]
+        assert text == out[False][0], out
+        if request is required:  # a lazy grammar forces only once the model opens a call, if it does
+            assert '"calculate_zorbix"' in text and forced >= 8 and steps <= out[False][1] - 8, out
+            call = text
+    # four at once: forced chunks and sampled tokens in the same steps
+    many = await asyncio.gather(
+        *(engine.generate(dataclasses.replace(required, stop_event=threading.Event())) for _ in range(4))
+    )
+    assert {r.text for r in many} == {call}
 
 
 async def test_cancel_one_of_four_ends_it_within_a_step_and_the_others_finish(engine):

@@ -62,6 +62,7 @@ class LlamaEngine:
         flash_attn: bool = False,
         seed: int = 0,
         verbose: bool = False,
+        jump_forward: bool = True,
     ):
         if not Path(model_path).is_file():
             raise EngineError(f"model file not found: {model_path}")
@@ -124,7 +125,9 @@ class LlamaEngine:
             is_eog=lambda t: bool(llama_cpp.llama_vocab_is_eog(self._vocab, t)),
             piece=self._piece_bytes,
             spell=self._spelling,
+            tokenize=lambda text: self.tokenize(text, special=False),
         )
+        self.jump_forward = jump_forward
 
     # ------------------------------------------------------------------ model facts
 
@@ -192,6 +195,15 @@ class LlamaEngine:
         return b"".join(self._piece_bytes(t, special=True) for t in tokens).decode("utf-8", "replace")
 
     # ------------------------------------------------------------------ generation
+
+    @property
+    def jump_forward(self) -> bool:
+        """Whether text a full grammar forces is evaluated as a chunk (for requests from now on)."""
+        return self._scheduler.jump_forward
+
+    @jump_forward.setter
+    def jump_forward(self, on: bool) -> None:
+        self._scheduler.jump_forward = on
 
     def stats(self) -> EngineStats:
         """Slots, busy and waiting requests, batch and token counters (for metrics and the registry)."""
@@ -281,4 +293,5 @@ def load_engine(settings: Any) -> LlamaEngine:
         n_gpu_layers=settings.n_gpu_layers,
         flash_attn=settings.flash_attn,
         seed=settings.seed,
+        jump_forward=settings.jump_forward,
     )

@@ -83,6 +83,17 @@ class TokenSampler:
             llama_cpp.llama_sampler_accept(grammar, token)
         return token
 
+    @staticmethod
+    def take(chain: Any, grammar: Any, token: int) -> None:
+        """A token the sequence writes without sampling (forced by its grammar): both samplers
+        move past it, as they do past a sampled one."""
+        llama_cpp.llama_sampler_accept(grammar, token)
+        llama_cpp.llama_sampler_accept(chain, token)
+
+    def allows(self, grammar: Any, token: int) -> bool:
+        """Whether the grammar, where it stands, lets ``token`` come next."""
+        return self._allows(grammar, token)
+
     def _allows(self, grammar: Any, token: int) -> bool:
         self._one_data[0].id = token  # type: ignore[assignment]  # ctypes converts; llama_cpp annotates the field c_int32
         self._one_data[0].logit = 0.0

@@ -9,6 +9,10 @@ a finished sequence leaves at once, and a stop flag (cancel, timeout) ends its s
 step. A request that finds every slot busy waits for one to free up.
 
 Which slot a prompt goes to, and what of its prefix is already cached, is worker/engine/slots.py.
+
+Under a grammar, the text the grammar forces next (worker/grammar/forced.py) is not sampled a
+token a step: its tokens join the sampled one as a chunk, like a prompt's, and the sequence
+samples again after them.
 """
 
 from __future__ import annotations
@@ -28,11 +32,21 @@ from worker.engine.sampling import TokenSampler
 from worker.engine.sequence import Sequence
 from worker.engine.slots import Slot, place
 from worker.generation import EngineError, EngineStats, GenerationResult
+from worker.grammar.check import GrammarError
+from worker.grammar.forced import Forced
 
 log = structlog.get_logger("worker.engine")
 
 
 _CLOSE = object()
+
+
+def _follow(gbnf: str) -> Forced | None:
+    """A follower of the grammar, or None where it cannot be read (then every token is sampled)."""
+    try:
+        return Forced(gbnf)
+    except (GrammarError, RecursionError):
+        return None
 
 
 class Scheduler:
@@ -48,6 +62,7 @@ class Scheduler:
         is_eog: Callable[[int], bool],
         piece: Callable[[int], bytes],
         spell: Callable[[int], bytes] | None = None,
+        tokenize: Callable[[str], list[int]] | None = None,
     ):
         self._ctx = ctx
         self._mem = llama_cpp.llama_get_memory(ctx)
@@ -55,6 +70,8 @@ class Scheduler:
         self._is_eog = is_eog
         self._piece = piece
         self._spell = spell  # None: match cached prefixes on token ids only
+        self._tokenize = tokenize  # None: every token is sampled, forced text included
+        self.jump_forward = tokenize is not None
         self.n_batch = n_batch
         self.prefill_chunk = max(1, prefill_chunk)
         self.slots = [Slot(i) for i in range(slots)]
@@ -144,6 +161,8 @@ class Scheduler:
                 seq.chain = TokenSampler.chain(seq.request.temperature, seq.seed)
                 if seq.request.grammar is not None:
                     seq.grammar = self._sampler.grammar(seq.request.grammar, seq.request.grammar_trigger)
+                    if self.jump_forward and self._tokenize is not None:
+                        seq.forced = _follow(seq.request.grammar)
             except EngineError as e:
                 self._finish(seq, error=e)
                 continue
@@ -177,6 +196,8 @@ class Scheduler:
             if not seq.pending:
                 continue
             chunk = seq.pending[: room - n]
+            if seq.prompted:  # forced text after the prompt: generated tokens, evaluated as a chunk
+                n_generated += len(chunk)
             base = len(seq.slot.tokens)  # type: ignore[union-attr]
             last = len(chunk) == len(seq.pending)
             for i, token in enumerate(chunk):
@@ -218,11 +239,39 @@ class Scheduler:
             try:
                 token = self._sampler.sample(seq.chain, seq.grammar, idx)
                 reason = seq.accept(token, is_eog=self._is_eog(token), piece=self._piece)
+                if reason is None and seq.forced is not None:
+                    reason = self._jump(seq)
             except EngineError as e:
                 self._finish(seq, error=e)
                 continue
             if reason is not None:
                 self._finish(seq, reason)
+
+    def _jump(self, seq: Sequence) -> Any:
+        """Write the text the grammar forces next without sampling it: its tokens join the
+        sampled one as a chunk, evaluated in one step, not one step each. The last token of the
+        forced text is left to the model, which may join it with what follows. Each token is
+        checked against llama.cpp's grammar first. Returns a stop reason, or None."""
+        text = seq.forced_text()
+        if len(text) < 2:
+            return None
+        assert self._tokenize is not None
+        forced = self._tokenize(text)[:-1]
+        sampled = seq.next_token
+        fed: list[int] = []
+        for token in forced:
+            if not self._sampler.allows(seq.grammar, token):
+                break
+            TokenSampler.take(seq.chain, seq.grammar, token)
+            reason = seq.accept(token, is_eog=False, piece=self._piece)
+            if reason is not None:
+                return reason
+            fed.append(token)
+        if fed and sampled is not None:
+            seq.next_token = None
+            seq.pending = [sampled, *fed]
+            self.stats.forced_tokens += len(fed)
+        return None
 
     def _put(self, i: int, token: int, pos: int, seq_id: int, logits: bool) -> None:
         b = self._batch

@@ -17,6 +17,7 @@ from typing import Any
 
 from worker.engine.slots import Slot
 from worker.generation import GenerationRequest, GenerationResult, StopReason
+from worker.grammar.forced import Forced
 
 
 class Sequence:
@@ -41,6 +42,9 @@ class Sequence:
         self.next_token: int | None = None  # sampled, to be fed to the model in the next step
         self.chain: Any = None
         self.grammar: Any = None
+        self.forced: Forced | None = None  # follows the text through a full grammar (worker/grammar/forced.py)
+        # how much of ``text`` it has followed; -1: a lazy grammar whose trigger has not come yet
+        self._forced_at = -1 if request.grammar_trigger else 0
         self.text = ""
         self.n_out = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -60,8 +64,14 @@ class Sequence:
         self.budget = min(self.budget, self.context_left)
         self.prompt = prompt
 
+    @property
+    def prompted(self) -> bool:
+        """Whether the prompt has been evaluated (pending tokens now are forced text)."""
+        return self._t_prompt_done is not None
+
     def prompt_done(self) -> None:
-        self._t_prompt_done = time.perf_counter()
+        if self._t_prompt_done is None:  # once: forced text is fed the same way later
+            self._t_prompt_done = time.perf_counter()
 
     def accept(self, token: int, *, is_eog: bool, piece: Callable[[int], bytes]) -> StopReason | None:
         """Take a sampled token; the reason the generation ends with it, or None to go on."""
@@ -87,6 +97,20 @@ class Sequence:
             return "length"
         self.next_token = token
         return None
+
+    def forced_text(self) -> str:
+        """What the grammar makes the next characters, given the text so far ("" if anything
+        may follow)."""
+        if self.forced is None:
+            return ""
+        if self._forced_at < 0:  # a lazy grammar: it starts at the trigger's first occurrence
+            start = self.text.find(self.request.grammar_trigger or "")
+            if start < 0:
+                return ""
+            self._forced_at = start
+        self.forced.feed(self.text[self._forced_at :])
+        self._forced_at = len(self.text)
+        return self.forced.next_text()
 
     def result(self, reason: StopReason) -> GenerationResult:
         self.text += self._decoder.decode(b"", final=True)
