@@ -2,7 +2,7 @@
 
 Every field toolq honours is declared here; any other field is refused with a 400 that names it
 (``extra="forbid"``), so nothing a caller asks for is silently dropped. The exceptions are the
-fields OpenAI itself documents as hints to its own service (``HINTS``), and fields sent with the
+fields OpenAI itself documents as hints to its own service (``OpenAIHints``), and fields sent with the
 value that means "off" (``n: 1``, ``logprobs: false``, ``top_p: 1``...): frameworks send those by
 default, and they change nothing.
 
@@ -21,13 +21,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from gateway.openai.errors import OpenAIError, describe_validation
 from toolq.protocol import MAX_STOP, FunctionSpec, FunctionTool, JobRequest, NamedToolChoice
 
-# Fields OpenAI documents as hints about its own service (caching, abuse detection, storage,
-# service tier): accepted and ignored, since no answer toolq gives depends on them.
-HINTS = ("store", "service_tier", "prompt_cache_key", "prompt_cache_retention", "safety_identifier")
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class OpenAIHints(BaseModel):
+    """Fields OpenAI documents as hints about its own service (caching, abuse detection, storage,
+    service tier), in both of its request bodies: accepted and ignored, since no answer toolq
+    gives depends on them."""
+
+    store: bool | None = None
+    service_tier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    safety_identifier: str | None = None
 
 
 def text_of(content: Any, where: str = "content") -> str | None:
@@ -103,13 +111,14 @@ class ToolqOptions(_Strict):
     timeout_s: float | None = Field(default=None, gt=0, le=86400)
 
 
-def _only(value: Any, allowed: Any, what: str) -> Any:
+def only(value: Any, allowed: Any, what: str) -> Any:
+    """``value`` when it is absent or the one value toolq supports, else a refusal naming ``what``."""
     if value is not None and value != allowed:
         raise ValueError(f"{what} is not supported by toolq; only {allowed!r} (or leaving it out) is")
     return value
 
 
-class ChatCompletionRequest(_Strict):
+class ChatCompletionRequest(_Strict, OpenAIHints):
     model: str = Field(min_length=1, max_length=256)
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[ChatTool] | None = None
@@ -132,38 +141,32 @@ class ChatCompletionRequest(_Strict):
     frequency_penalty: float | None = None
     presence_penalty: float | None = None
     modalities: list[str] | None = None
-    # hints (HINTS)
-    store: bool | None = None
-    service_tier: str | None = None
-    prompt_cache_key: str | None = None
-    prompt_cache_retention: str | None = None
-    safety_identifier: str | None = None
     toolq: ToolqOptions | None = None
 
     @field_validator("n")
     @classmethod
     def _n(cls, v: Any) -> Any:
-        return _only(v, 1, "n (several choices)")
+        return only(v, 1, "n (several choices)")
 
     @field_validator("logprobs")
     @classmethod
     def _logprobs(cls, v: Any) -> Any:
-        return _only(v, False, "logprobs")
+        return only(v, False, "logprobs")
 
     @field_validator("top_p")
     @classmethod
     def _top_p(cls, v: Any) -> Any:
-        return _only(v, 1, "top_p")
+        return only(v, 1, "top_p")
 
     @field_validator("frequency_penalty", "presence_penalty")
     @classmethod
     def _penalties(cls, v: Any) -> Any:
-        return _only(v, 0, "frequency_penalty and presence_penalty")
+        return only(v, 0, "frequency_penalty and presence_penalty")
 
     @field_validator("modalities")
     @classmethod
     def _modalities(cls, v: Any) -> Any:
-        return _only(v, ["text"], "modalities")
+        return only(v, ["text"], "modalities")
 
     @field_validator("stop")
     @classmethod

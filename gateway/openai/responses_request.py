@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.openai.chat_request import ToolqOptions, job_request, text_of
+from gateway.openai.chat_request import OpenAIHints, ToolqOptions, job_request, only, text_of
 from gateway.openai.errors import OpenAIError
 from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, Message, ToolCall
 
@@ -59,7 +59,7 @@ class TextConfig(_Strict):
     verbosity: Literal["medium"] | None = None  # the default; other values change the answer
 
 
-class ResponsesRequest(_Strict):
+class ResponsesRequest(_Strict, OpenAIHints):
     model: str = Field(min_length=1, max_length=256)
     input: str | list[dict[str, Any]]
     instructions: str | None = None
@@ -76,20 +76,12 @@ class ResponsesRequest(_Strict):
     user: str | None = Field(default=None, max_length=256)
     top_p: float | None = None
     truncation: Literal["disabled"] | None = None
-    # hints (gateway/openai/chat_request.py HINTS)
-    store: bool | None = None
-    service_tier: str | None = None
-    prompt_cache_key: str | None = None
-    prompt_cache_retention: str | None = None
-    safety_identifier: str | None = None
     toolq: ToolqOptions | None = None
 
     @field_validator("top_p")
     @classmethod
     def _top_p(cls, v: Any) -> Any:
-        if v is not None and v != 1:
-            raise ValueError("top_p is not supported by toolq; only 1 (or leaving it out) is")
-        return v
+        return only(v, 1, "top_p")
 
 
 def input_messages(items: str | list[dict[str, Any]]) -> list[Message]:
