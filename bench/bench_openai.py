@@ -52,21 +52,10 @@ from bench_gateway import GatewayProcess  # noqa: E402  (this folder is on sys.p
 
 from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.workers import WorkerProcess  # noqa: E402
+from tests.support.zorbix import ZORBIX  # noqa: E402
 from toolq.local import free_port  # noqa: E402
 from worker.settings import bundled_model_path  # noqa: E402
 
-ZORBIX = {
-    "type": "function",
-    "function": {
-        "name": "calculate_zorbix",
-        "description": "Calculate the zorbix of two whole numbers, zorb and bix.",
-        "parameters": {
-            "type": "object",
-            "properties": {"zorb": {"type": "integer"}, "bix": {"type": "integer"}},
-            "required": ["zorb", "bix"],
-        },
-    },
-}
 ASK = [{"role": "user", "content": "Calculate the zorbix of 15 and 7"}]
 # The equal-work anchor: llama-server made to write the same call as JSON content, with its own
 # json_schema grammar, since on SmolLM2 it writes no tool call (see the docstring).

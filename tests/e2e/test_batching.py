@@ -17,6 +17,7 @@ import pytest
 import redis as sync_redis
 
 from tests.support.workers import WorkerProcess
+from tests.support.zorbix import ZORBIX
 from toolq.jobstore import JobStore
 from toolq.protocol import Event, EventType, JobRequest, Message
 from worker.generation import EngineError, GenerationRequest
@@ -106,18 +107,7 @@ async def test_forced_text_is_evaluated_in_chunks_and_writes_the_same_call(engin
     from worker.templates import ChatTemplate
 
     fmt = get_format("hermes")
-    spec = {
-        "type": "function",
-        "function": {
-            "name": "calculate_zorbix",
-            "description": "Calculate the zorbix of two whole numbers.",
-            "parameters": {
-                "type": "object",
-                "properties": {"zorb": {"type": "integer"}, "bix": {"type": "integer"}},
-                "required": ["zorb", "bix"],
-            },
-        },
-    }
+    spec = ZORBIX
     template = ChatTemplate.from_file(WorkerSettings().template_path())
     ask = [Message(role="user", content="Calculate the zorbix of 15 and 7.")]
     prompt = template.render(ask, tools=[spec], fmt=fmt).segments  # as the worker renders it

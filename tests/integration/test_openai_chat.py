@@ -15,6 +15,7 @@ import redis
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import CALL_ZORBIX, LiveGateway, private_redis
 from tests.support.workers import WorkerProcess, write_rules
+from tests.support.zorbix import ZORBIX
 from toolq import keys
 
 KEY = "oa-key"
@@ -25,18 +26,6 @@ RULES = [
     ("<tool_response>\n", "The answer is 22."),
     ("", CALL_ZORBIX),
 ]
-ZORBIX = {
-    "type": "function",
-    "function": {
-        "name": "calculate_zorbix",
-        "description": "The zorbix of two numbers.",
-        "parameters": {
-            "type": "object",
-            "properties": {"zorb": {"type": "integer"}, "bix": {"type": "integer"}},
-            "required": ["zorb", "bix"],
-        },
-    },
-}
 ASK = [{"role": "user", "content": "Calculate the zorbix of 15 and 7"}]
 
 

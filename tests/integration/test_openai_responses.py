@@ -13,6 +13,7 @@ import pytest
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import CALL_ZORBIX, LiveGateway, private_redis
 from tests.support.workers import WorkerProcess, write_rules
+from tests.support.zorbix import ZORBIX_RESPONSES as ZORBIX
 
 KEYS = {"oa-key": "acme", "other-key": "globex"}
 RULES = [
@@ -21,16 +22,6 @@ RULES = [
     ("<tool_response>\n", "The answer is 22."),
     ("", CALL_ZORBIX),
 ]
-ZORBIX = {
-    "type": "function",
-    "name": "calculate_zorbix",
-    "description": "The zorbix of two numbers.",
-    "parameters": {
-        "type": "object",
-        "properties": {"zorb": {"type": "integer"}, "bix": {"type": "integer"}},
-        "required": ["zorb", "bix"],
-    },
-}
 
 
 @pytest.fixture(scope="module")

@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
+from tests.support.zorbix import ZORBIX
 from worker.formats import get_format
 from worker.grammar.forced import Forced
 
-ZORBIX = {
-    "type": "function",
-    "function": {
-        "name": "calculate_zorbix",
-        "description": "z",
-        "parameters": {
-            "type": "object",
-            "properties": {"zorb": {"type": "integer"}, "bix": {"type": "integer"}},
-            "required": ["zorb", "bix"],
-        },
-    },
-}
 CALL = '<tool_call>\n\n{ "name": "calculate_zorbix", "arguments": { "zorb": 15, "bix": 7 } }\n\n</tool_call>'
 
 
