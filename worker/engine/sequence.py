@@ -45,6 +45,7 @@ class Sequence:
         self.forced: Forced | None = None  # follows the text through a full grammar (worker/grammar/forced.py)
         # how much of ``text`` it has followed; -1: a lazy grammar whose trigger has not come yet
         self._forced_at = -1 if request.grammar_trigger else 0
+        self._trigger_from = 0  # where to look for the trigger next
         self.text = ""
         self.n_out = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -104,8 +105,11 @@ class Sequence:
         if self.forced is None:
             return ""
         if self._forced_at < 0:  # a lazy grammar: it starts at the trigger's first occurrence
-            start = self.text.find(self.request.grammar_trigger or "")
+            trigger = self.request.grammar_trigger or ""
+            start = self.text.find(trigger, self._trigger_from)
             if start < 0:
+                # only the text after this could still hold it: each token is searched once
+                self._trigger_from = max(0, len(self.text) - len(trigger) + 1)
                 return ""
             self._forced_at = start
         self.forced.feed(self.text[self._forced_at :])
