@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-import redis
-
+from tests.support.processes import REPO, ToolqProcess
 from toolq import keys
 
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["REPO", "ServiceProcess"]
 
 
-class ServiceProcess:
+class ServiceProcess(ToolqProcess):
     def __init__(
         self,
         redis_url: str,
@@ -29,39 +23,9 @@ class ServiceProcess:
         self.redis_url = redis_url
         args = [sys.executable, "-m", "toolq", "tools", "serve", *modules, "--redis-url", redis_url]
         args += ["--lease-ms", str(lease_ms), "--concurrency", str(concurrency), *extra]
-        self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False, prefix="toolq-service-")
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        super().__init__(args, what="tool service", log_name="service")
         self.instance_id: str | None = None
 
     def wait_ready(self, timeout: float = 30.0) -> ServiceProcess:
-        r = redis.Redis.from_url(self.redis_url)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tool service exited with {self.proc.returncode}:\n{self.output()}")
-            for iid in r.smembers(keys.SERVICES):
-                h = r.hgetall(keys.service(iid.decode()))
-                if h and int(h[b"pid"]) == self.proc.pid:
-                    self.instance_id = iid.decode()
-                    return self
-            time.sleep(0.05)
-        raise TimeoutError(f"tool service not ready after {timeout}s:\n{self.output()}")
-
-    def output(self) -> str:
-        self.log.flush()
-        return Path(self.log.name).read_text()
-
-    def stop(self, timeout: float = 20.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+        self.instance_id = self.wait_registered(self.redis_url, keys.SERVICES, keys.service, timeout)
+        return self

@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
-from pathlib import Path
 
-import redis
-
+from tests.support.processes import REPO, ToolqProcess
 from toolq import keys
 
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["REPO", "WorkerProcess", "write_rules"]
 
 
 def write_rules(rules: list[tuple[str, str]], token_delay_s: float = 0.0) -> str:
@@ -24,7 +19,7 @@ def write_rules(rules: list[tuple[str, str]], token_delay_s: float = 0.0) -> str
     return f.name
 
 
-class WorkerProcess:
+class WorkerProcess(ToolqProcess):
     def __init__(
         self,
         redis_url: str,
@@ -41,46 +36,10 @@ class WorkerProcess:
             args += ["--engine", "scripted", "--script", script, "--name", name]
         for t in tools:
             args += ["--tools", t]
-        self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False, prefix="toolq-worker-")
-        penv = {
-            **os.environ,
-            "TOOLQ_REDIS_URL": redis_url,
-            "PYTHONPATH": str(REPO),
-            "TOOLQ_LEASE_MS": "1500",
-            "TOOLQ_HEARTBEAT_MS": "250",
-            **(env or {}),
-        }
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=penv, cwd=REPO)
+        penv = {"TOOLQ_REDIS_URL": redis_url, "TOOLQ_LEASE_MS": "1500", "TOOLQ_HEARTBEAT_MS": "250", **(env or {})}
+        super().__init__(args, what="worker", log_name="worker", env=penv)
         self.worker_id: str | None = None
 
     def wait_ready(self, timeout: float = 60.0) -> WorkerProcess:
-        r = redis.Redis.from_url(self.redis_url)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"worker exited with {self.proc.returncode}:\n{self.output()}")
-            for wid in r.smembers(keys.WORKERS):
-                h = r.hgetall(keys.worker(wid.decode()))
-                if h and int(h[b"pid"]) == self.proc.pid:
-                    self.worker_id = wid.decode()
-                    return self
-            time.sleep(0.05)
-        raise TimeoutError(f"worker not ready after {timeout}s:\n{self.output()}")
-
-    def output(self) -> str:
-        self.log.flush()
-        return Path(self.log.name).read_text()
-
-    def stop(self, timeout: float = 20.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+        self.worker_id = self.wait_registered(self.redis_url, keys.WORKERS, keys.worker, timeout)
+        return self
