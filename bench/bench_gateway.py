@@ -39,10 +39,10 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.redis_server import RedisServer  # noqa: E402  (the same spawned redis-server the tests use)
 from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
-from toolq import keys  # noqa: E402
-from toolq.jobstore import JobStore  # noqa: E402
 from toolq.local import free_port  # noqa: E402
 from toolq.protocol import JobRequest, Message  # noqa: E402
+from toolq.store import keys  # noqa: E402
+from toolq.store.jobstore import JobStore  # noqa: E402
 
 HOLD_S = 0.05  # how long each throughput job keeps its worker busy
 JOB = {"messages": [{"role": "user", "content": "hi"}]}

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
-from toolq import keys
-from toolq.jobstore import JobStore
 from toolq.protocol import EventType, JobRequest, Message
+from toolq.store import keys
+from toolq.store.jobstore import JobStore
 
 
 def pct(values: list[float], p: float) -> float:

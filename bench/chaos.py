@@ -54,9 +54,9 @@ from redis.exceptions import RedisError
 from tests.support.chaos_tools import ran_key, runs_key
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
-from toolq import keys
-from toolq.jobstore import JobStore
 from toolq.protocol import JobRequest, Message
+from toolq.store import keys
+from toolq.store.jobstore import JobStore
 
 MODEL = "scripted"
 TERMINAL = ("final", "error", "cancelled")

@@ -1,6 +1,6 @@
 """Answers to a paused job (status ``requires_action``): the results of client-executed tools and
 the decisions on calls that need approval. Once every call the job waits on is answered it is
-queued again and resumes from its checkpoint (toolq/lua/answer.lua)."""
+queued again and resumes from its checkpoint (toolq/store/lua/answer.lua)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from gateway.jobs import JobId, owned
 from gateway.state import GatewayState, State
 from toolq.api import ApprovalDecision, ErrorBody, JobView, ToolResult
 from toolq.errors import JobNotFoundError
-from toolq.jobstore import JobNotFound
 from toolq.protocol import MAX_ANSWERS, ActionKind
+from toolq.store.jobstore import JobNotFound
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

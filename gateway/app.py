@@ -20,9 +20,9 @@ from gateway.openai import errors as openai_errors
 from gateway.openai import responses as openai_responses
 from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
-from toolq.jobstore import JobNotFound, JobStore, connect
 from toolq.protocol import PROTOCOL_VERSION
-from toolq.registry import Fleet
+from toolq.store.fleet import Fleet
+from toolq.store.jobstore import JobNotFound, JobStore, connect
 
 log = structlog.get_logger("toolq.gateway")
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from toolq.registry import Fleet, read_fleet
+from toolq.store.fleet import Fleet, read_fleet
 
 
 class FleetView:

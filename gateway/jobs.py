@@ -13,8 +13,8 @@ from gateway.state import GatewayState, State
 from gateway.submission import queue_full
 from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
 from toolq.errors import BadRequest, JobNotFoundError, ToolqError
-from toolq.jobstore import JobNotFound, NotSubmitted, QueueAtLimit
 from toolq.protocol import JobRequest, JobStatus
+from toolq.store.jobstore import JobNotFound, NotSubmitted, QueueAtLimit
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -21,9 +21,9 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from redis.exceptions import RedisError
 
-from toolq import keys
 from toolq.protocol import EventType
-from toolq.registry import Fleet
+from toolq.store import keys
+from toolq.store.fleet import Fleet
 
 log = structlog.get_logger("toolq.gateway")
 

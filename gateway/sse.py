@@ -19,7 +19,7 @@ import structlog
 from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from toolq.jobstore import JobNotFound, JobStore
+from toolq.store.jobstore import JobNotFound, JobStore
 
 log = structlog.get_logger("toolq.gateway")
 

@@ -10,7 +10,7 @@ from fastapi import Depends, Request
 from gateway.fleet import FleetView
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.settings import GatewaySettings
-from toolq.jobstore import JobStore
+from toolq.store.jobstore import JobStore
 
 
 @dataclass

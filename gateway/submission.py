@@ -16,8 +16,8 @@ from starlette.requests import Request
 from gateway.limits import apply_caps
 from gateway.state import GatewayState
 from toolq.errors import QueueFull
-from toolq.jobstore import QueueAtLimit
 from toolq.protocol import Event, JobRequest
+from toolq.store.jobstore import QueueAtLimit
 
 
 async def submit(state: GatewayState, request: JobRequest, tenant: str) -> tuple[str, str]:

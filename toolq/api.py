@@ -81,7 +81,7 @@ class JobView(BaseModel):
 
 
 def required_action(rec: dict[str, str]) -> RequiredAction | None:
-    """The calls a paused job still waits on, from its record (toolq/lua/pause.lua writes them)."""
+    """The calls a paused job still waits on, from its record (toolq/store/lua/pause.lua writes them)."""
     if rec.get("status") != JobStatus.requires_action.value or not rec.get("actions"):
         return None
     actions: dict[str, dict[str, Any]] = json.loads(rec["actions"])

@@ -70,7 +70,7 @@ from toolq.client_tools import Approver, ClientTools
 from toolq.protocol import ActionKind, Event, EventType, JobRequest, JobResult, JobStatus, Message, PendingAction
 
 if TYPE_CHECKING:
-    from toolq.jobstore import JobStore
+    from toolq.store.jobstore import JobStore
 
 __all__ = ["Client", "ClientSettings", "SyncClient"]
 
@@ -123,7 +123,7 @@ class Client:
         self._store: JobStore | None = None
         self._http: httpx.AsyncClient | None = None
         if redis_url is not None:
-            from toolq.jobstore import JobStore  # Redis mode only: HTTP users need no arq
+            from toolq.store.jobstore import JobStore  # Redis mode only: HTTP users need no arq
 
             self._store = JobStore.from_url(redis_url)
             return
@@ -171,7 +171,7 @@ class Client:
         JobRequest fields (tools, tool_choice, max_iterations, model, ...) plus ``system``."""
         req = build_request(request, **fields)
         if self.direct:
-            from toolq.registry import read_fleet
+            from toolq.store.fleet import read_fleet
 
             model = (await read_fleet(self._jobs.redis)).resolve(req)
             job_id, _ = await self._jobs.submit(req, model=model, tenant=DIRECT_TENANT, idempotency_key=idempotency_key)
@@ -244,7 +244,7 @@ class Client:
                     yield Event.model_validate_json(message.data)
 
     async def _direct_events(self, job_id: str, last: int) -> AsyncGenerator[Event, None]:
-        from toolq.jobstore import JobNotFound
+        from toolq.store.jobstore import JobNotFound
 
         try:
             rec = await self._jobs.record(job_id)
@@ -361,7 +361,7 @@ class Client:
     async def tools(self) -> list[ToolSpec]:
         """Tools the live workers serve (OpenAI function specs), with the models serving each."""
         if self.direct:
-            from toolq.registry import read_fleet
+            from toolq.store.fleet import read_fleet
 
             return (await read_fleet(self._jobs.redis)).tool_specs()
         return [ToolSpec.model_validate(t) for t in (await self._call("GET", "/v1/tools"))["tools"]]
@@ -369,14 +369,14 @@ class Client:
     async def models(self) -> list[ModelView]:
         """Models the live workers serve, with worker counts and queue depth."""
         if self.direct:
-            from toolq.registry import read_fleet
+            from toolq.store.fleet import read_fleet
 
             fleet = await read_fleet(self._jobs.redis)
             return await fleet.describe(self._jobs.redis, fleet.models())
         return [ModelView.model_validate(m) for m in (await self._call("GET", "/v1/models"))["data"]]
 
     async def _direct(self, coro: Awaitable[T], job_id: str) -> T:
-        from toolq.jobstore import JobNotFound
+        from toolq.store.jobstore import JobNotFound
 
         try:
             return await coro

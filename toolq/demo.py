@@ -25,11 +25,11 @@ import httpx
 import redis
 from rich.console import Console
 
-from toolq import keys
 from toolq.cli import CommandError
 from toolq.local import free_port, redis_answers
 from toolq.protocol import EventType, JobRequest, Message
 from toolq.settings import RedisSettings
+from toolq.store import keys
 
 console = Console(highlight=False)
 

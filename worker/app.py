@@ -1,11 +1,11 @@
 """The worker service: one process that holds one model and runs conversation jobs from its queue.
 
-The queue is arq's (toolq/arq_link.py holds everything that knows arq); this module wires the
+The queue is arq's (toolq/store/arq_link.py holds everything that knows arq); this module wires the
 worker's parts to it:
 - pickup: enqueuers push a wake token; an idle worker blocks on it instead of sleeping a poll;
 - one attempt of a job (worker/jobrun.py), stopped between tokens by its cancel key
   (worker/cancel.py) or its deadline;
-- leases (worker/heartbeat.py, toolq/leases.py): a running job's lease is renewed every
+- leases (worker/heartbeat.py, toolq/store/leases.py): a running job's lease is renewed every
   heartbeat; any live worker of the model claims a job whose lease ran out and resumes it from its
   checkpoint as a new attempt;
 - graceful stop: SIGTERM stops pickup, lets the running job finish for a grace period, then hands
@@ -22,10 +22,10 @@ from typing import Any
 
 import structlog
 
-from toolq import keys
-from toolq.arq_link import StalledPickups, WakeableWorker, make_worker
-from toolq.jobstore import JobStore
-from toolq.leases import Leases
+from toolq.store import keys
+from toolq.store.arq_link import StalledPickups, WakeableWorker, make_worker
+from toolq.store.jobstore import JobStore
+from toolq.store.leases import Leases
 from toolq.tools import load_tool_modules
 from worker.formats.choice import choose_format
 from worker.generation import Engine

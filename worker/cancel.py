@@ -6,7 +6,7 @@ import asyncio
 
 from redis.exceptions import RedisError
 
-from toolq.jobstore import JobStore
+from toolq.store.jobstore import JobStore
 from worker.state import RunningJob
 
 CANCEL_POLL_S = 0.05

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from toolq.jobstore import JobStore
 from toolq.protocol import EventType, JobResult, JobStatus, ToolCall, Where
+from toolq.store.jobstore import JobStore
 from worker import metrics
 
 

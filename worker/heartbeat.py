@@ -12,9 +12,9 @@ from contextlib import suppress
 import structlog
 from redis.exceptions import RedisError
 
-from toolq import arq_link, pauses, registry
 from toolq.protocol import now_ms
-from toolq.registry import WorkerInfo
+from toolq.store import arq_link, fleet, pauses
+from toolq.store.fleet import WorkerInfo
 from worker.state import WorkerState
 
 log = structlog.get_logger("toolq.worker")
@@ -49,7 +49,7 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
     s, redis = state.settings, state.store.redis
     stats = state.engine.stats()
     rates = state.engine_watch.update(stats, time.monotonic())
-    await registry.register(
+    await fleet.register(
         redis,
         WorkerInfo(
             id=state.worker_id,
@@ -80,7 +80,7 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
             running.interrupt("superseded")
     state.beats += 1
     if state.beats % PRUNE_EVERY == 1:
-        await registry.read_fleet(redis, prune=True)  # reading drops members whose hash expired
+        await fleet.read_fleet(redis, prune=True)  # reading drops members whose hash expired
     for job_id, attempt in await state.leases.claim_expired(state.model, grace_ms=s.lease_ms * 3):
         log.warning("resuming job of a lost worker", job_id=job_id, attempt=attempt)
         await arq_link.enqueue_attempt(redis, job_id, state.model, attempt)
@@ -98,4 +98,4 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
 async def deregister(state: WorkerState) -> None:
     """Leave the registry on a clean stop (best effort: an entry left behind expires anyway)."""
     with suppress(RedisError):
-        await registry.deregister(state.store.redis, state.worker_id)
+        await fleet.deregister(state.store.redis, state.worker_id)

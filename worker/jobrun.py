@@ -13,7 +13,6 @@ from typing import Any
 import structlog
 from redis.exceptions import RedisError
 
-from toolq.jobstore import JobEnded, JobNotFound
 from toolq.protocol import (
     ErrorCode,
     ErrorInfo,
@@ -28,6 +27,7 @@ from toolq.protocol import (
     ToolCall,
     now_ms,
 )
+from toolq.store.jobstore import JobEnded, JobNotFound
 from worker.cancel import watch_cancel
 from worker.events import EventLog
 from worker.generation import ContextLengthExceeded, EngineError
@@ -62,7 +62,7 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
     queue_ms = max(0, started_ms - int(rec.get("created_ms", started_ms))) if attempt == 1 else 0
     loop_state = LoopState.from_checkpoint(checkpoint) if checkpoint else None
     if loop_state is not None and rec.get("actions"):
-        # resumed after a pause: the caller's answers, recorded by toolq/lua/answer.lua
+        # resumed after a pause: the caller's answers, recorded by toolq/store/lua/answer.lua
         actions = json.loads(rec["actions"])
         loop_state.answers = {cid: a["answer"] for cid, a in actions.items() if a.get("answer") is not None}
     if request.stream_tokens:

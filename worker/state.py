@@ -6,9 +6,9 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 
-from toolq.arq_link import StalledPickups
-from toolq.jobstore import JobStore
-from toolq.leases import Leases
+from toolq.store.arq_link import StalledPickups
+from toolq.store.jobstore import JobStore
+from toolq.store.leases import Leases
 from toolq.tools import ToolRegistry
 from worker.generation import Engine
 from worker.loop import ConversationLoop

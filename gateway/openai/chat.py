@@ -21,8 +21,8 @@ from gateway.openai.models import check_model
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
-from toolq.jobstore import JobNotFound
 from toolq.protocol import EventType, JobRequest
+from toolq.store.jobstore import JobNotFound
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 JOB_HEADER = "X-Toolq-Job-Id"  # the toolq job behind the answer: its events are at /v1/jobs/{id}/events

@@ -27,9 +27,9 @@ from gateway.openai.responses_stream import ResponseEvents, sse_json
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
-from toolq import keys
-from toolq.jobstore import JobNotFound
 from toolq.protocol import JobRequest, JobResult, Message
+from toolq.store import keys
+from toolq.store.jobstore import JobNotFound
 
 router = APIRouter(prefix="/v1/responses", tags=["openai"])
 ResponseId = Annotated[str, Path(min_length=1, max_length=128, description="a response id (resp_...)")]

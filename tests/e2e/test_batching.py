@@ -18,8 +18,8 @@ import redis as sync_redis
 
 from tests.support.workers import WorkerProcess
 from tests.support.zorbix import ZORBIX
-from toolq.jobstore import JobStore
 from toolq.protocol import Event, EventType, JobRequest, Message
+from toolq.store.jobstore import JobStore
 from worker.generation import EngineError, GenerationRequest
 from worker.settings import WorkerSettings, bundled_model_path
 

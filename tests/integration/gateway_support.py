@@ -18,8 +18,8 @@ import uvicorn
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
-from toolq import keys
 from toolq.local import free_port
+from toolq.store import keys
 
 # One tool call, then an answer once the tool's result is in the prompt. The rule wants the
 # newline after the tag: the Hermes system prompt itself mentions "<tool_response></tool_response>".

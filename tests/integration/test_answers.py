@@ -1,5 +1,5 @@
-"""Answers to a paused job against a real Redis (toolq/lua/answer.lua through JobStore.answer_actions),
-cancel of a paused job, and the action deadline (toolq/pauses.py). Every refusal leaves the record,
+"""Answers to a paused job against a real Redis (toolq/store/lua/answer.lua through JobStore.answer_actions),
+cancel of a paused job, and the action deadline (toolq/store/pauses.py). Every refusal leaves the record,
 the stream and the queue exactly as they were."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import json
 import pytest
 
 from tests.support.pauses import paused_job, pending
-from toolq import arq_link, errors, keys, pauses
+from toolq import errors
 from toolq.api import JobView
-from toolq.jobstore import JobNotFound, JobStore
 from toolq.protocol import ErrorCode, EventType, JobRequest, JobStatus, Message, now_ms
+from toolq.store import arq_link, keys, pauses
+from toolq.store.jobstore import JobNotFound, JobStore
 
 
 @pytest.fixture

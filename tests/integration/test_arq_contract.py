@@ -1,4 +1,4 @@
-"""What toolq/arq_link.py relies on in arq, checked against the installed arq over a real Redis.
+"""What toolq/store/arq_link.py relies on in arq, checked against the installed arq over a real Redis.
 
 If an arq release changes the job's stored format, the queue's sorted set or the poll hook that
 toolq's worker overrides, these tests fail before a deployment does. The last test is the promise
@@ -20,9 +20,9 @@ from arq.jobs import JobStatus as ArqJobStatus
 from arq.worker import Worker, func
 
 from tests.support.workers import WorkerProcess, write_rules
-from toolq import arq_link, keys
-from toolq.jobstore import JobStore
 from toolq.protocol import EventType, JobRequest, Message
+from toolq.store import arq_link, keys
+from toolq.store.jobstore import JobStore
 
 
 def req(text: str = "hi", **kw) -> JobRequest:
@@ -120,7 +120,7 @@ def test_the_poll_hook_toolq_overrides_is_arqs():
         assert hasattr(worker, attr), attr
     assert (worker.queue_name, worker.health_check_key, worker.max_jobs) == (keys.queue("m"), keys.health("w1"), 2)
     assert worker.wake_key == keys.wake("m")
-    # the in-progress mark a pickup sets, which toolq/lua/unstall.lua reads the age of
+    # the in-progress mark a pickup sets, which toolq/store/lua/unstall.lua reads the age of
     assert int(worker.in_progress_timeout_s * 1000) == arq_link.in_progress_mark_ms(60)
     assert "psetex(in_progress_key, int(self.in_progress_timeout_s * 1000)" in inspect.getsource(Worker.start_jobs)
 

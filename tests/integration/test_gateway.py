@@ -14,7 +14,7 @@ from gateway.auth import KeyRing
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import ZORBIX_RULES, asgi_client, register_fake_worker, wait_for
 from tests.support.workers import WorkerProcess, write_rules
-from toolq import keys
+from toolq.store import keys
 
 USER = {"role": "user", "content": "Calculate the zorbix of 15 and 7"}
 JOB = {"messages": [USER]}

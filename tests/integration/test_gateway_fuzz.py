@@ -15,8 +15,8 @@ from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import LiveGateway, private_redis
 from tests.support.pauses import paused_job, pending
 from tests.support.workers import WorkerProcess, write_rules
-from toolq import keys
-from toolq.jobstore import JobStore
+from toolq.store import keys
+from toolq.store.jobstore import JobStore
 
 KEY = "fuzz-key"
 

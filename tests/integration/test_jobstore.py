@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from toolq import keys
-from toolq.jobstore import JobEnded, JobNotFound, JobStore
-from toolq.leases import Leases
 from toolq.protocol import EventType, JobRequest, JobResult, JobStatus, Message
+from toolq.store import keys
+from toolq.store.jobstore import JobEnded, JobNotFound, JobStore
+from toolq.store.leases import Leases
 
 
 def _request(**kw) -> JobRequest:

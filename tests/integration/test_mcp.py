@@ -16,10 +16,10 @@ import pytest
 from tests.support.mcp import HttpServer, stdio_server
 from tests.support.services import ServiceProcess
 from tests.support.workers import WorkerProcess, write_rules
-from toolq import keys
-from toolq.jobstore import JobStore
 from toolq.mcp import parse_servers
 from toolq.protocol import EventType, JobRequest, Message
+from toolq.store import keys
+from toolq.store.jobstore import JobStore
 from worker.sources.mcp import McpSource
 from worker.toolbox import ToolResolver
 

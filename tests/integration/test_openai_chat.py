@@ -16,7 +16,7 @@ from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import CALL_ZORBIX, LiveGateway, private_redis
 from tests.support.workers import WorkerProcess, write_rules
 from tests.support.zorbix import ZORBIX
-from toolq import keys
+from toolq.store import keys
 
 KEY = "oa-key"
 RULES = [

@@ -11,10 +11,10 @@ import redis
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import asgi_client, wait_for
 from tests.support.workers import WorkerProcess, write_rules
-from toolq import keys
-from toolq.jobstore import JobStore
 from toolq.protocol import EventType, JobRequest, Message
-from toolq.registry import WorkerInfo
+from toolq.store import keys
+from toolq.store.fleet import WorkerInfo
+from toolq.store.jobstore import JobStore
 
 
 def test_the_registry_entry_shows_slots_and_engine_rates(redis_url):

@@ -13,10 +13,10 @@ import pytest
 import redis as sync_redis
 
 from tests.support.workers import WorkerProcess, write_rules
-from toolq import arq_link, keys
-from toolq.jobstore import JobStore
-from toolq.leases import Leases
 from toolq.protocol import EventType, JobRequest, JobStatus, Message
+from toolq.store import arq_link, keys
+from toolq.store.jobstore import JobStore
+from toolq.store.leases import Leases
 from worker.app import create_worker
 from worker.scripted import Rule, ScriptedEngine
 from worker.settings import WorkerSettings

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from toolq.jobstore import JobStore
 from toolq.protocol import EventType, JobRequest, JobStatus, Message, PendingAction, now_ms
+from toolq.store.jobstore import JobStore
 
 
 def pending(call_id: str, kind: Literal["client", "approval"], name: str = "lookup") -> PendingAction:

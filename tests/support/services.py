@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from tests.support.processes import REPO, ToolqProcess
-from toolq import keys
+from toolq.store import keys
 
 __all__ = ["REPO", "ServiceProcess"]
 

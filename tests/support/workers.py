@@ -7,7 +7,7 @@ import sys
 import tempfile
 
 from tests.support.processes import REPO, ToolqProcess
-from toolq import keys
+from toolq.store import keys
 
 __all__ = ["REPO", "WorkerProcess", "write_rules"]
 

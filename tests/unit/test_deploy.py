@@ -20,9 +20,9 @@ import yaml
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
-from toolq import keys
 from toolq.api import ModelView
 from toolq.cli import build_parser
+from toolq.store import keys
 from worker.settings import WorkerSettings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -237,7 +237,7 @@ def test_k8s_gpu_worker_takes_one_gpu_and_checks_the_registry():
     assert_settings_env(env_of(c), WorkerSettings)
     assert env_of(c)["TOOLQ_MODEL_PATH"].startswith(c["volumeMounts"][0]["mountPath"] + "/")
     for probe in ("startupProbe", "livenessProbe"):
-        assert "toolq.registry import healthcheck" in c[probe]["exec"]["command"][2]
+        assert "toolq.store.fleet import healthcheck" in c[probe]["exec"]["command"][2]
     claim = spec["volumes"][0]["persistentVolumeClaim"]["claimName"]
     assert ("PersistentVolumeClaim", claim) in m
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from toolq.services.calls import MAX_RESULT_CHARS, ServiceCall, decode_outcome, encode_outcome
-from toolq.services.catalog import ServiceCatalog, ServiceInfo
+from toolq.store.services import ServiceCatalog, ServiceInfo
 from toolq.tools import ToolOutcome
 from worker.sources.services import _schema_tool
 

@@ -14,10 +14,10 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from toolq import keys
-from toolq.scripts import Script
 from toolq.services.calls import decode_outcome
-from toolq.services.catalog import LiveCatalog
+from toolq.store import keys
+from toolq.store.scripts import Script
+from toolq.store.services import LiveCatalog
 from toolq.tools import ToolOutcome
 
 __all__ = ["ServiceCaller"]

@@ -3,8 +3,8 @@ outcome posted back. Both sides read and write them only through this module.
 
 Delivery is at-least-once with the call id as the idempotency key: a call whose instance died is
 claimed by another after a lease and may run again, but only the first result posted for a call
-id is accepted (toolq/lua/service_result.lua), and a caller that sends a call id again gets that
-result back instead of a second run (toolq/lua/service_call.lua).
+id is accepted (toolq/store/lua/service_result.lua), and a caller that sends a call id again gets that
+result back instead of a second run (toolq/store/lua/service_call.lua).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def cancel(job_id: str) -> str:
 
 
 def queue(model: str) -> str:
-    """The arq queue of one model (a sorted set that arq owns: toolq/arq_link.py)."""
+    """The arq queue of one model (a sorted set that arq owns: toolq/store/arq_link.py)."""
     return f"{PREFIX}:queue:{model}"
 
 
@@ -47,7 +47,7 @@ def wake(model: str) -> str:
 LEASES = f"{PREFIX}:leases"
 
 
-# Sorted set: paused job id -> action deadline (unix ms); toolq/pauses.py ends the overdue ones.
+# Sorted set: paused job id -> action deadline (unix ms); toolq/store/pauses.py ends the overdue ones.
 PAUSED = f"{PREFIX}:paused"
 
 
@@ -82,7 +82,7 @@ def service(instance_id: str) -> str:
 
 
 # A tool's calls, its results and the caller's wake-up share the hash tag ``{tool}``, so the
-# result script (toolq/lua/service_result.lua) touches keys of one slot.
+# result script (toolq/store/lua/service_result.lua) touches keys of one slot.
 SERVICE_GROUP = "toolq-services"  # the consumer group every instance of a tool reads its stream in
 
 

@@ -16,15 +16,15 @@ resumed attempt, ``Worker``'s ``on_startup`` / ``on_shutdown`` hooks start and s
 own parts, and arq's health check writes ``keys.health(worker_id)``. Where it cannot:
 
 - Submitting writes the job record, its ``queued`` event, the arq job and a wake token in one
-  Lua script (toolq/lua/submit.lua), so a job is never queued without its record nor recorded
+  Lua script (toolq/store/lua/submit.lua), so a job is never queued without its record nor recorded
   without being queued, and an idempotent retry never makes a second job. ``enqueue_job`` is a
-  WATCH/MULTI transaction of its own and cannot run inside a script, so toolq/lua/arq_enqueue.lua
+  WATCH/MULTI transaction of its own and cannot run inside a script, so toolq/store/lua/arq_enqueue.lua
   writes the same two keys, with the values built here by arq's own ``serialize_job``.
 - arq offers no way to wake its poll loop, which sleeps ``poll_delay`` (0.5 s by default) between
   looks at the queue: ``WakeableWorker`` overrides the private ``_poll_iteration`` to block on the
   model's wake list instead, which every enqueue pushes to.
 - arq's results, retries and timeouts are set aside: a job's result is typed and lives in its
-  record; a lost worker's job is taken over through leases (toolq/leases.py) within seconds, where
+  record; a lost worker's job is taken over through leases (toolq/store/leases.py) within seconds, where
   arq would retry it after ``job_timeout`` + 10 s; the job's own deadline stops it between tokens,
   arq's timeout is only a backstop.
 - redis-py: arq 0.28 requires ``redis<6`` in its own metadata, so toolq cannot lift its pin.
@@ -49,8 +49,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from toolq import keys
-from toolq.scripts import Script
+from toolq.store import keys
+from toolq.store.scripts import Script
 
 log = structlog.get_logger("toolq.worker")
 
@@ -89,7 +89,7 @@ def arq_job_id(job_id: str, attempt: int) -> str:
 
 
 def arq_job(job_id: str, model: str, attempt: int, now_ms: int) -> dict[str, Any]:
-    """What toolq/lua/arq_enqueue.lua writes for one attempt, by the names submit.lua takes."""
+    """What toolq/store/lua/arq_enqueue.lua writes for one attempt, by the names submit.lua takes."""
     arq_id = arq_job_id(job_id, attempt)
     return {
         "arq_job": job_key_prefix + arq_id,
@@ -124,7 +124,7 @@ def in_progress_mark_ms(job_timeout_s: float) -> int:
 
 
 class StalledPickups:
-    """Jobs a worker took from the queue but died before starting (toolq/lua/unstall.lua)."""
+    """Jobs a worker took from the queue but died before starting (toolq/store/lua/unstall.lua)."""
 
     def __init__(self, redis: Any):
         self._unstall = Script(redis, "unstall")

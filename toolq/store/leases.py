@@ -1,7 +1,7 @@
 """Leases: how a running job shows that its worker is alive, and how a lost worker's job is taken over.
 
 A running job's id sits in the sorted set ``keys.LEASES`` scored by its deadline on Redis's clock.
-The ``started`` event sets the first lease in the same script that writes it (toolq/lua/emit.lua)
+The ``started`` event sets the first lease in the same script that writes it (toolq/store/lua/emit.lua)
 and a terminal event drops it; in between the worker renews it every heartbeat. Any live worker of
 the model claims a job whose lease ran out as a new attempt, which fences the old worker's writes
 off, and enqueues that attempt to resume the job from its checkpoint.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolq import keys
-from toolq.scripts import Script
+from toolq.store import keys
+from toolq.store.scripts import Script
 
 
 class Leases:

@@ -1,6 +1,6 @@
 """Expiring registry entries: a set of member ids and one hash per member that lives only while
-its owner's heartbeat refreshes it. Live workers (``toolq/registry.py``) and live tool service
-instances (``toolq/services/catalog.py``) are kept this way."""
+its owner's heartbeat refreshes it. Live workers (``toolq/store/fleet.py``) and live tool service
+instances (``toolq/store/services.py``) are kept this way."""
 
 from __future__ import annotations
 

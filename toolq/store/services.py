@@ -1,7 +1,7 @@
 """The tool service registry: which tools the live service instances serve right now.
 
-Each instance keeps its entry fresh with ``register_service`` (toolq.keys: set ``toolq:services``,
-one expiring hash per instance, as workers do in ``toolq/registry.py``). Workers read it to know
+Each instance keeps its entry fresh with ``register_service`` (toolq.store.keys: set ``toolq:services``,
+one expiring hash per instance, as workers do in ``toolq/store/fleet.py``). Workers read it to know
 where a call can go, the gateway to list service tools and check a job's tool names.
 ``ServiceInfo`` is the hash's one codec.
 """
@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolq import keys
-from toolq.entries import drop_entry, read_entries, tool_specs, write_entry
+from toolq.store import keys
+from toolq.store.entries import drop_entry, read_entries, tool_specs, write_entry
 
 __all__ = ["LiveCatalog", "ServiceCatalog", "ServiceInfo", "deregister_service", "read_services", "register_service"]
 

@@ -3,15 +3,15 @@
 The gateway, the SDK's direct mode and the worker all go through JobStore, so the invariants
 live in one spot:
 
-- every event is written by one Lua script (toolq/lua/emit.lua) that allocates the next ``seq``,
+- every event is written by one Lua script (toolq/store/lua/emit.lua) that allocates the next ``seq``,
   appends to the job's stream (id ``<seq>-0``), publishes on both channels and updates the record,
   atomically;
 - a job has exactly one terminal event: once one is written, every later write is refused;
 - a write can be fenced by attempt number, so a worker whose job was taken over (its lease ran
-  out: toolq/leases.py) can never publish into the resumed job;
-- a submission, idempotency included, is one script too (toolq/lua/submit.lua);
+  out: toolq/store/leases.py) can never publish into the resumed job;
+- a submission, idempotency included, is one script too (toolq/store/lua/submit.lua);
 - a paused job's answers are recorded, and the job resumed once all are in, by one script
-  (toolq/lua/answer.lua), so a call is answered at most once and a refusal changes nothing.
+  (toolq/store/lua/answer.lua), so a call is answered at most once and a refusal changes nothing.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from toolq import arq_link, keys
-from toolq.arq_link import connect
 from toolq.errors import (
     AlreadyAnswered,
     Conflict,
@@ -43,7 +41,9 @@ from toolq.protocol import (
     new_job_id,
     now_ms,
 )
-from toolq.scripts import Script
+from toolq.store import arq_link, keys
+from toolq.store.arq_link import connect
+from toolq.store.scripts import Script
 
 __all__ = ["JobEnded", "JobNotFound", "JobStore", "NotSubmitted", "QueueAtLimit", "connect"]
 
@@ -152,7 +152,7 @@ class JobStore:
         stream_maxlen: int = 10_000,
         idempotency_ttl_s: int = 24 * 3600,
     ):
-        self.redis = redis  # from toolq.arq_link.connect
+        self.redis = redis  # from toolq.store.arq_link.connect
         self.event_ttl_s = event_ttl_s
         self.stream_maxlen = stream_maxlen
         self.idempotency_ttl_s = idempotency_ttl_s
@@ -275,7 +275,7 @@ class JobStore:
         deadline_ms: int,
         checkpoint: dict[str, Any],
     ) -> int:
-        """Park a running job until its caller answers (toolq/lua/pause.lua): the
+        """Park a running job until its caller answers (toolq/store/lua/pause.lua): the
         ``requires_action`` event, the calls it waits on, and no lease. Raises JobEnded when the
         job ended or a newer attempt owns it."""
         ts = now_ms()

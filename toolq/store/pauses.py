@@ -1,7 +1,7 @@
 """The deadline of a paused job: one that waits on its caller past ``action_deadline_ms`` ends with
 ``error`` code ``action_timeout``.
 
-Paused jobs are indexed in ``keys.PAUSED`` by deadline (toolq/lua/pause.lua adds them; an answer
+Paused jobs are indexed in ``keys.PAUSED`` by deadline (toolq/store/lua/pause.lua adds them; an answer
 that resumes the job, or a cancel, removes them). Any worker sweeps it from its heartbeat
 (worker/heartbeat.py). The error is written only while the job is still paused under the attempt
 the sweep read, so an answer that lands first wins, and a job that was resumed and paused again
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 
-from toolq import keys
-from toolq.jobstore import JobEnded, JobNotFound, JobStore
 from toolq.protocol import ErrorCode, ErrorInfo, EventType, JobRequest, JobResult, JobStatus, Message, now_ms
+from toolq.store import keys
+from toolq.store.jobstore import JobEnded, JobNotFound, JobStore
 
 
 async def expire_overdue(store: JobStore, *, limit: int = 100) -> list[str]:

@@ -1,7 +1,7 @@
 """The worker registry: which models and tools the live workers serve right now (and, beside it,
-the tool services' catalog, ``toolq/services/catalog.py``).
+the tool services' catalog, ``toolq/store/services.py``).
 
-Each worker keeps its entry fresh with ``register`` (toolq.keys: set ``toolq:workers``, one
+Each worker keeps its entry fresh with ``register`` (toolq.store.keys: set ``toolq:workers``, one
 expiring hash per worker); the gateway and the SDK's Redis mode read it with ``read_fleet`` to
 resolve a job's model and check its tools before enqueueing, so a job for a model nobody serves is
 refused at once instead of waiting in a queue forever. ``WorkerInfo`` is the hash's one codec.
@@ -15,12 +15,12 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, cast, get_args
 
-from toolq import keys
 from toolq.api import ModelView, ToolSpec
-from toolq.entries import drop_entry, read_entries, tool_specs, write_entry
 from toolq.errors import Unavailable, UnknownModel, UnknownTool
 from toolq.protocol import JobRequest, Where
-from toolq.services.catalog import ServiceCatalog, read_services
+from toolq.store import keys
+from toolq.store.entries import drop_entry, read_entries, tool_specs, write_entry
+from toolq.store.services import ServiceCatalog, read_services
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The Lua scripts in toolq/lua/, called with named keys and arguments.
+"""The Lua scripts in toolq/store/lua/, called with named keys and arguments.
 
 Each script names its inputs at its top, one per line, and that list is the only place the
 order is written down:
@@ -33,7 +33,7 @@ class LuaSource:
 
 
 def _read(filename: str) -> str:
-    return resources.files("toolq").joinpath("lua").joinpath(filename).read_text(encoding="utf-8")
+    return resources.files("toolq.store").joinpath("lua").joinpath(filename).read_text(encoding="utf-8")
 
 
 def _names(body: str, kind: str, script: str) -> tuple[str, ...]:
@@ -45,7 +45,7 @@ def _names(body: str, kind: str, script: str) -> tuple[str, ...]:
 
 @functools.cache
 def load(name: str) -> LuaSource:
-    """Read toolq/lua/<name>.lua with its includes and its inputs bound to named locals."""
+    """Read toolq/store/lua/<name>.lua with its includes and its inputs bound to named locals."""
     body = _read(f"{name}.lua")
     keys, args = _names(body, "KEYS", name), _names(body, "ARGV", name)
     if len(set(keys + args)) != len(keys) + len(args):
@@ -65,7 +65,7 @@ def _value(v: Any) -> Any:
 
 
 class Script:
-    """One script of toolq/lua/ registered with a Redis client; call it with its documented names."""
+    """One script of toolq/store/lua/ registered with a Redis client; call it with its documented names."""
 
     def __init__(self, redis: Any, name: str):
         self.source = load(name)
