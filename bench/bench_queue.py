@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
+from toolq.payloads import StartedData
 from toolq.protocol import EventType, JobRequest, Message
 from toolq.store import keys
 from toolq.store.jobstore import JobStore
@@ -91,8 +92,8 @@ async def _wait_started(url: str, job_id: str, attempt: int) -> tuple[float, str
     store = JobStore.from_url(url)
     try:
         async for ev in store.follow(job_id):
-            if ev.type == EventType.started and ev.data.get("attempt") == attempt:
-                return time.monotonic(), ev.data["worker"]
+            if ev.type == EventType.started and (started := StartedData.of(ev)).attempt == attempt:
+                return time.monotonic(), started.worker
             if ev.terminal:
                 raise RuntimeError(f"job ended before attempt {attempt} started: {ev}")
     finally:

@@ -57,6 +57,7 @@ from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import JobRequest, Message
 from toolq.store import keys
 from toolq.store.jobstore import JobStore
+from toolq.store.records import JobRecord
 
 MODEL = "scripted"
 TERMINAL = ("final", "error", "cancelled")
@@ -377,9 +378,9 @@ async def verify(r: aioredis.Redis, jobs: dict[str, str], report: Report) -> Non
         terminals = [e for e in events if e["type"] in TERMINAL]
         if not terminals:
             report.lost.append(job_id)
-            rec = {k.decode(): v.decode() for k, v in (await r.hgetall(keys.job(job_id))).items()}
+            rec = JobRecord.from_hash(job_id, await r.hgetall(keys.job(job_id)))
             report.details.append(
-                f"  lost {job_id} [{marker}]: status {rec.get('status')}, attempt {rec.get('attempt')}, events {types}"
+                f"  lost {job_id} [{marker}]: status {rec.status.value}, attempt {rec.attempt}, events {types}"
             )
         if len(terminals) != 1 or (terminals and events[-1] is not terminals[0]):
             report.wrong_terminals.append(job_id)

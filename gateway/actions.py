@@ -56,6 +56,6 @@ async def _answer(
     await owned(state, job_id, tenant)
     try:
         await state.store.answer_actions(job_id, answers, kind, tenant=tenant)
-        return JobView.of_record(job_id, await owned(state, job_id, tenant))
+        return (await owned(state, job_id, tenant)).view()
     except JobNotFound:
         raise JobNotFoundError(f"job {job_id!r} not found", field="job_id") from None

@@ -50,7 +50,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
 
         async def model_of(job_id: str) -> str | None:
             try:
-                return (await store.record(job_id)).get("model")
+                return (await store.record(job_id)).model
             except JobNotFound:
                 return None
 

@@ -19,9 +19,11 @@ from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from toolq.protocol import EventType
+from toolq.payloads import MODELS, FinalData, QueuedData, StartedData, TokenData, ToolCallData, ToolResultData
+from toolq.protocol import TERMINAL_EVENTS, EventType
 from toolq.store import keys
 from toolq.store.fleet import Fleet
 
@@ -118,46 +120,44 @@ class GatewayMetrics:
     def observe(self, ev: dict[str, Any], model_of: str | None = None) -> None:
         """Account one event (the JSON published on ``toolq:events``)."""
         self.events_seen.inc()
-        job_id, data, ts = ev.get("job_id", ""), ev.get("data") or {}, int(ev.get("ts") or 0)
+        job_id, ts = ev.get("job_id", ""), int(ev.get("ts") or 0)
         try:
             etype = EventType(ev.get("type"))
-        except ValueError:
+            d = MODELS[etype].model_validate(ev.get("data") or {})
+        except (ValueError, ValidationError):
             return
         track = self._jobs.get(job_id)
-        if etype is EventType.queued:
-            model = str(data.get("model") or model_of or "unknown")
+        if isinstance(d, QueuedData):
+            model = d.model or model_of or "unknown"
             self.submitted.labels(model).inc()
             self._remember(job_id, _Track(model, queued_ms=ts))
-        elif etype is EventType.started:
-            model = str(data.get("model") or (track.model if track else model_of) or "unknown")
+        elif isinstance(d, StartedData):
+            model = d.model or (track.model if track else model_of) or "unknown"
             if track is None:
                 track = _Track(model)
                 self._remember(job_id, track)
-            if track.queued_ms is not None and int(data.get("attempt", 1)) == 1:
+            if track.queued_ms is not None and d.attempt == 1:
                 self.queue_wait.labels(model).observe(max(0, ts - track.queued_ms) / 1000)
             track.started_ms, track.first_token = ts, False
-        elif etype is EventType.token:
+        elif isinstance(d, TokenData):
             if track and track.started_ms is not None and not track.first_token:
                 track.first_token = True
                 self.ttft.labels(track.model).observe(max(0, ts - track.started_ms) / 1000)
-        elif etype is EventType.tool_call:
-            self.tool_calls.labels(self._tool(data.get("name"))).inc()
-        elif etype is EventType.tool_result:
-            tool = self._tool(data.get("name"))
-            self.tool_results.labels(tool, "true" if data.get("ok") else "false").inc()
-            if data.get("executed", True) and isinstance(data.get("duration_ms"), (int, float)):
-                self.tool_duration.labels(tool).observe(max(0.0, data["duration_ms"]) / 1000)
-        else:  # terminal
+        elif isinstance(d, ToolCallData):
+            self.tool_calls.labels(self._tool(d.name)).inc()
+        elif isinstance(d, ToolResultData):
+            tool = self._tool(d.name)
+            self.tool_results.labels(tool, "true" if d.ok else "false").inc()
+            if d.executed and d.duration_ms is not None:
+                self.tool_duration.labels(tool).observe(max(0.0, d.duration_ms) / 1000)
+        elif etype in TERMINAL_EVENTS:
             self._jobs.pop(job_id, None)
             model = track.model if track else (model_of or "unknown")
             outcome = {EventType.final: "succeeded", EventType.error: "failed"}.get(etype, "cancelled")
             self.finished.labels(model, outcome).inc()
-            if etype is EventType.final:
-                usage = data.get("usage") or {}
-                if isinstance(usage.get("completion_tokens"), int):
-                    self.tokens.labels(model).inc(usage["completion_tokens"])
-                if isinstance(data.get("iterations"), int):
-                    self.iterations.labels(model).observe(data["iterations"])
+            if isinstance(d, FinalData):
+                self.tokens.labels(model).inc(d.usage.completion_tokens)
+                self.iterations.labels(model).observe(d.iterations)
 
     def needs_model(self, ev: dict[str, Any]) -> bool:
         """A terminal or started event of a job we have not tracked (the gateway started after it)."""

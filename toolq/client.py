@@ -44,7 +44,8 @@ and asks ``approve`` about calls that need approval::
 
     result = await client.run("Who is ann?", client_tools=[lookup_user], approve=lambda call: True)
 
-By hand: follow the events; on ``requires_action`` its ``data["calls"]`` lists the calls, answered
+By hand: follow the events; on ``requires_action``, ``RequiresActionData.of(event).calls``
+(``toolq.payloads``) lists the calls, answered
 with ``submit_tool_results(job_id, [{"tool_call_id": ..., "content": ...}])`` or
 ``submit_approvals(job_id, [{"tool_call_id": ..., "approved": True}])``.
 
@@ -67,6 +68,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from toolq import errors
 from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.client_tools import Approver, ClientTools
+from toolq.payloads import RequiresActionData
 from toolq.protocol import ActionKind, Event, EventType, JobRequest, JobResult, JobStatus, Message, PendingAction
 
 if TYPE_CHECKING:
@@ -186,7 +188,7 @@ class Client:
     async def job(self, job_id: str) -> JobView:
         """Status and, once ended, result of a job."""
         if self.direct:
-            return JobView.of_record(job_id, await self._direct(self._jobs.record(job_id), job_id))
+            return (await self._direct(self._jobs.record(job_id), job_id)).view()
         return JobView.model_validate(await self._call("GET", f"/v1/jobs/{job_id}"))
 
     async def events(self, job_id: str, after: int | None = None) -> AsyncGenerator[Event, None]:
@@ -248,7 +250,7 @@ class Client:
 
         try:
             rec = await self._jobs.record(job_id)
-            if rec.get("terminal") == "1" and last >= int(rec.get("seq", 0)):
+            if rec.terminal and last >= rec.seq:
                 raise _Ended()  # JobStore.follow would wait for an event that never comes
             async for event in self._jobs.follow(job_id, last):
                 if event is not None:
@@ -335,9 +337,7 @@ class Client:
         async def follow() -> JobResult:
             async for event in self.events(job_id):
                 if event.type == EventType.requires_action:
-                    await self._answer_pause(
-                        job_id, [PendingAction.model_validate(c) for c in event.data["calls"]], tools
-                    )
+                    await self._answer_pause(job_id, RequiresActionData.of(event).calls, tools)
             return await self.result(job_id)
 
         try:

@@ -17,6 +17,17 @@ from rich.panel import Panel
 
 from toolq.client import Client
 from toolq.errors import ToolqError
+from toolq.payloads import (
+    CancelledData,
+    ErrorData,
+    FinalData,
+    QueuedData,
+    StartedData,
+    TokenData,
+    ToolCallData,
+    ToolResultData,
+    payload,
+)
 from toolq.protocol import Event, EventType
 
 EXIT_OK, EXIT_FAILED, EXIT_CANCELLED, EXIT_REFUSED = 0, 1, 2, 3
@@ -36,49 +47,39 @@ def _short(value: Any, limit: int = 400) -> str:
 
 def print_event(console: Console, event: Event) -> None:
     """Print one event the way a person wants to read it."""
-    d = event.data
-    t = event.type
-    if t is EventType.queued:
-        console.print(f"[dim]#{event.seq} queued for model {escape(str(d.get('model', '?')))}[/dim]")
-    elif t is EventType.started:
-        again = " [yellow](resumed)[/yellow]" if d.get("resumed") else ""
-        console.print(
-            f"[dim]#{event.seq} started on {escape(str(d.get('worker', '?')))}, "
-            f"attempt {d.get('attempt', 1)}[/dim]{again}"
-        )
-    elif t is EventType.token:
-        console.print(escape(str(d.get("text", ""))), end="", soft_wrap=True, highlight=False)
-    elif t is EventType.tool_call:
-        name, args = escape(str(d.get("name", "?"))), escape(_args(d.get("arguments")))
+    d = payload(event)
+    if isinstance(d, QueuedData):
+        console.print(f"[dim]#{event.seq} queued for model {escape(d.model or '?')}[/dim]")
+    elif isinstance(d, StartedData):
+        again = " [yellow](resumed)[/yellow]" if d.resumed else ""
+        console.print(f"[dim]#{event.seq} started on {escape(d.worker or '?')}, attempt {d.attempt}[/dim]{again}")
+    elif isinstance(d, TokenData):
+        console.print(escape(d.text), end="", soft_wrap=True, highlight=False)
+    elif isinstance(d, ToolCallData):
+        name, args = escape(d.name or "?"), escape(_args(d.arguments))
         console.print(f"[bold cyan]→ {name}[/bold cyan]({args})", highlight=False)
-    elif t is EventType.tool_result:
-        ms = d.get("duration_ms")
-        took = f" [dim]{ms:.0f} ms[/dim]" if isinstance(ms, (int, float)) and d.get("executed", True) else ""
-        reused = "" if d.get("executed", True) else " [dim](earlier result reused)[/dim]"
-        if d.get("ok"):
-            console.print(f"  [green]← {escape(_short(d.get('content', '')))}[/green]{took}{reused}", highlight=False)
+    elif isinstance(d, ToolResultData):
+        ms = d.duration_ms
+        took = f" [dim]{ms:.0f} ms[/dim]" if ms is not None and d.executed else ""
+        reused = "" if d.executed else " [dim](earlier result reused)[/dim]"
+        if d.ok:
+            console.print(f"  [green]← {escape(_short(d.content))}[/green]{took}{reused}", highlight=False)
         else:
-            console.print(
-                f"  [red]← {escape(_short(d.get('error') or d.get('content') or 'failed'))}[/red]{took}",
-                highlight=False,
-            )
-    elif t is EventType.final:
-        reason = d.get("finish_reason", "stop")
-        usage = d.get("usage") or {}
-        subtitle = f"{reason}, {d.get('iterations', '?')} iteration(s), {usage.get('completion_tokens', '?')} tokens"
+            console.print(f"  [red]← {escape(_short(d.error or d.content or 'failed'))}[/red]{took}", highlight=False)
+    elif isinstance(d, FinalData):
+        subtitle = f"{d.finish_reason}, {d.iterations} iteration(s), {d.usage.completion_tokens} tokens"
         console.print(
             Panel(
-                escape(str(d.get("content") or "")),
+                escape(d.content or ""),
                 title="answer",
                 subtitle=subtitle,
-                border_style="green" if reason == "stop" else "yellow",
+                border_style="green" if d.finish_reason == "stop" else "yellow",
             )
         )
-    elif t is EventType.error:
-        code, message = escape(str(d.get("code", ""))), escape(str(d.get("message", "")))
-        console.print(f"[bold red]error[/bold red] {code}: {message}")
-    elif t is EventType.cancelled:
-        console.print(f"[yellow]cancelled[/yellow] {escape(str(d.get('reason', '')))}")
+    elif isinstance(d, ErrorData):
+        console.print(f"[bold red]error[/bold red] {escape(d.code)}: {escape(d.message)}")
+    elif isinstance(d, CancelledData):
+        console.print(f"[yellow]cancelled[/yellow] {escape(d.reason)}")
 
 
 def _tool_choice(value: str | None) -> Any:

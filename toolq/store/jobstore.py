@@ -29,6 +29,7 @@ from toolq.errors import (
     UnknownToolCall,
     WrongActionKind,
 )
+from toolq.payloads import CancelledData, QueuedData, RequiresActionData
 from toolq.protocol import (
     TERMINAL_EVENTS,
     ActionKind,
@@ -43,6 +44,7 @@ from toolq.protocol import (
 )
 from toolq.store import arq_link, keys
 from toolq.store.arq_link import connect
+from toolq.store.records import JobRecord
 from toolq.store.scripts import Script
 
 __all__ = ["JobEnded", "JobNotFound", "JobStore", "NotSubmitted", "QueueAtLimit", "connect"]
@@ -139,10 +141,6 @@ def _answered(
     return actions
 
 
-def _decode(h: dict[bytes, bytes]) -> dict[str, str]:
-    return {k.decode(): v.decode() for k, v in h.items()}
-
-
 class JobStore:
     def __init__(
         self,
@@ -192,7 +190,7 @@ class JobStore:
             raise NotSubmitted("no model and no idempotency key")
         job_id = new_job_id()
         created = now_ms()
-        head, tail = _event_parts(job_id, EventType.queued, {"model": model, "attempt": 1}, created)
+        head, tail = _event_parts(job_id, EventType.queued, QueuedData(model=model, attempt=1).to_wire(), created)
         code, value = await self._submit(
             job=keys.job(job_id),
             log=keys.log(job_id),
@@ -279,7 +277,7 @@ class JobStore:
         ``requires_action`` event, the calls it waits on, and no lease. Raises JobEnded when the
         job ended or a newer attempt owns it."""
         ts = now_ms()
-        data = {"calls": [p.model_dump(mode="json") for p in pending], "deadline_ms": deadline_ms}
+        data = RequiresActionData(calls=pending, deadline_ms=deadline_ms).to_wire()
         head, tail = _event_parts(job_id, EventType.requires_action, data, ts)
         actions = {p.id: {**p.model_dump(mode="json"), "answer": None} for p in pending}
         seq: int = await self._pause(
@@ -320,18 +318,16 @@ class JobStore:
         """
         for _ in range(8):  # -4: someone else answered between our read and our write: look again
             rec = await self.record(job_id)
-            if tenant is not None and rec.get("tenant") != tenant:
+            if tenant is not None and rec.tenant != tenant:
                 raise JobNotFound(job_id)
-            _check_paused(job_id, rec.get("terminal") == "1", rec.get("status", ""))
-            seen = rec.get("actions", "")
-            actions = _answered(job_id, json.loads(seen) if seen else {}, answers, kind)
+            _check_paused(job_id, rec.terminal, rec.status.value)
+            seen = rec.actions_json  # answer.lua writes only while the record still holds these
+            actions = _answered(job_id, dict(rec.actions), answers, kind)
             complete = all(a.get("answer") is not None for a in actions.values())
-            attempt = int(rec.get("attempt", 1))
-            model = rec.get("model", "")
+            attempt, model = rec.attempt, rec.model
             ts = now_ms()
-            head, tail = _event_parts(
-                job_id, EventType.queued, {"attempt": attempt + 1, "resumed": "requires_action"}, ts
-            )
+            queued = QueuedData(attempt=attempt + 1, resumed=JobStatus.requires_action.value)
+            head, tail = _event_parts(job_id, EventType.queued, queued.to_wire(), ts)
             arq = arq_link.arq_job(job_id, model, attempt + 1, ts)
             code, value = await self._answer(
                 job=keys.job(job_id),
@@ -405,14 +401,14 @@ class JobStore:
 
     # ------------------------------------------------------------------ records
 
-    async def record(self, job_id: str) -> dict[str, str]:
+    async def record(self, job_id: str) -> JobRecord:
         h = await self.redis.hgetall(keys.job(job_id))
         if not h:
             raise JobNotFound(job_id)
-        return _decode(h)
+        return JobRecord.from_hash(job_id, h)
 
     async def request(self, job_id: str) -> JobRequest:
-        return JobRequest.model_validate_json((await self.record(job_id))["request"])
+        return (await self.record(job_id)).request
 
     async def status(self, job_id: str) -> JobStatus:
         raw = await self.redis.hget(keys.job(job_id), "status")
@@ -432,22 +428,28 @@ class JobStore:
         """Cancel a job. A queued or paused job ends at once; a running one is stopped by its
         worker, which watches the cancel key between tokens. Returns the status seen."""
         rec = await self.record(job_id)
-        if rec.get("terminal") == "1":
-            return JobStatus(rec["status"])
+        if rec.terminal:
+            return rec.status
         await self.redis.set(keys.cancel(job_id), 1, ex=self.event_ttl_s)
         result = JobResult(
             job_id=job_id,
             status=JobStatus.cancelled,
             finish_reason="cancelled",
-            attempt=int(rec.get("attempt", 1)),
-            messages=JobRequest.model_validate_json(rec["request"]).messages,
+            attempt=rec.attempt,
+            messages=rec.request.messages,
         )
         for status, reason in (
             (JobStatus.queued, "cancelled while queued"),
             (JobStatus.requires_action, "cancelled while waiting for its caller"),
         ):
             try:
-                await self.emit(job_id, EventType.cancelled, {"reason": reason}, result=result, only_if_status=status)
+                await self.emit(
+                    job_id,
+                    EventType.cancelled,
+                    CancelledData(reason=reason).to_wire(),
+                    result=result,
+                    only_if_status=status,
+                )
             except JobEnded:
                 continue
             if status is JobStatus.requires_action:
