@@ -90,5 +90,5 @@ def test_http_mode_takes_its_defaults_from_the_environment(monkeypatch):
     monkeypatch.setenv("TOOLQ_URL", "http://gw.example:9000/")
     monkeypatch.setenv("TOOLQ_API_KEY", "k")
     c = Client()
-    assert c.url == "http://gw.example:9000" and c._auth == {"Authorization": "Bearer k"}
+    assert c.url == "http://gw.example:9000" and c.transport.auth == {"Authorization": "Bearer k"}
     assert not c.direct
