@@ -125,7 +125,8 @@ class Client:
         if redis_url is not None:
             from toolq.store.jobstore import JobStore  # Redis mode only: HTTP users need no arq
 
-            self._store = JobStore.from_url(redis_url)
+            # a job submitted here takes the same fair turn as one through a gateway (toolq/store/fair.py)
+            self._store = JobStore.from_url(redis_url, fair=True)
             return
         env = ClientSettings()
         self.url = (url or env.url).rstrip("/")

@@ -83,7 +83,7 @@ class EventLog:
 
     async def end(self, type: EventType, data: dict[str, Any], result: JobResult) -> int:
         await self.flush_tokens()
-        seq = await self._emit(type, data, result=result)
+        seq = await self._emit(type, data, result=result, usage=result.usage)
         metrics.observe_result(type.value, result)
         return seq
 

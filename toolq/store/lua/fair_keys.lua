@@ -1,0 +1,9 @@
+-- Shared (`-- include: fair_keys.lua`): the per-tenant key names that scripts build from a
+-- tenant they read, spelled as toolq/store/keys.py spells them (fair_waiting, tenant_running,
+-- usage_window, usage_total); tests/integration/test_fairness_store.py checks that they agree.
+local function fair_waiting_key(fair_prefix, model, tenant)
+  return fair_prefix .. model .. ':waiting:' .. tenant
+end
+local function tenant_running_key(running_prefix, tenant)
+  return running_prefix .. tenant
+end
