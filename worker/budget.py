@@ -5,7 +5,9 @@ ends with ``error`` / ``budget_exceeded``, naming the tokens it used.
 The cap comes from the job's record (the gateway stamps its tenant's policy there at submission,
 toolq/store/lua/submit.lua), else from this worker's own ``TOOLQ_TENANTS`` (a job submitted
 straight into Redis). The loop adds a round's tokens when the round's generation returns, so the
-job stops after the round that crossed the cap, within a poll (a round is bounded by max_tokens).
+job stops after the round that crossed the cap, within a poll (a round is bounded by max_tokens);
+a job whose last round crossed it ends the same way rather than with its answer
+(worker/jobrun.py checks before publishing the outcome).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ def tokens(usage: Usage) -> int:
     return usage.prompt_tokens + usage.completion_tokens
 
 
+def over_budget(usage: Usage, cap: int | None) -> bool:
+    return cap is not None and tokens(usage) > cap
+
+
 def over_budget_message(usage: Usage, cap: int) -> str:
     return (
         f"the job used {tokens(usage)} tokens ({usage.prompt_tokens} prompt + {usage.completion_tokens} "
@@ -43,7 +49,7 @@ async def watch_budget(running: RunningJob, usage: Usage, cap: int | None) -> No
     if cap is None:
         return
     while not running.task.done():
-        if tokens(usage) > cap:
+        if over_budget(usage, cap):
             running.interrupt(STOPPED)
             return
         await asyncio.sleep(BUDGET_POLL_S)

@@ -28,7 +28,7 @@ from toolq.protocol import (
     now_ms,
 )
 from toolq.store.jobstore import JobEnded, JobNotFound
-from worker.budget import STOPPED, job_token_cap, over_budget_message, watch_budget
+from worker.budget import STOPPED, job_token_cap, over_budget, over_budget_message, watch_budget
 from worker.cancel import watch_cancel
 from worker.events import EventLog
 from worker.generation import ContextLengthExceeded, EngineError
@@ -137,6 +137,9 @@ async def _finish(
         exc = task.exception()
         if exc is None:
             outcome = task.result()
+    if outcome is not None and over_budget(running.usage, running.token_cap):
+        why = running.why_stopped = STOPPED  # its last round crossed the cap before the watcher looked
+        outcome = None
 
     try:
         if outcome is not None and outcome.finish_reason == "requires_action":
