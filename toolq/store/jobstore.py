@@ -292,7 +292,6 @@ class JobStore:
             job_id=job_id,
             lease_ms=lease_ms,
             now_ms=ts,
-            fair_prefix=keys.FAIR_PREFIX,
             running_prefix=keys.RUNNING_PREFIX,
             usage_prefix=keys.USAGE_PREFIX,
             prompt_tokens=usage.prompt_tokens if usage and terminal else None,
