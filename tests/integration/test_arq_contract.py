@@ -37,6 +37,31 @@ async def store(redis_url):
     await s.close()
 
 
+async def run_by_arqs_own_worker(redis_url: str, model: str) -> list[tuple[str, int]]:
+    """Run arq's own Worker over the model's queue until it is empty; the (job id, attempt) it ran."""
+    seen: list[tuple[str, int]] = []
+
+    async def run_job(ctx, job_id: str, attempt: int) -> str:
+        seen.append((job_id, attempt))
+        return "ok"
+
+    worker = Worker(
+        functions=[func(run_job, name=arq_link.RUN_JOB)],
+        queue_name=keys.queue(model),
+        redis_pool=arq_link.connect(redis_url),
+        burst=True,
+        keep_result=0,
+        handle_signals=False,
+        job_serializer=arq_link.pack,
+        job_deserializer=arq_link.unpack,
+    )
+    try:
+        await asyncio.wait_for(worker.async_run(), 10)
+    finally:
+        await worker.close()
+    return seen
+
+
 async def test_submit_writes_the_job_that_arq_enqueue_job_writes(store):
     job_id, _ = await store.submit(req(), model="m")
     ours_id = arq_link.arq_job_id(job_id, 1)
@@ -67,27 +92,7 @@ async def test_submit_writes_the_job_that_arq_enqueue_job_writes(store):
 
 async def test_arqs_own_worker_runs_a_job_toolq_submitted(store, redis_url):
     job_id, _ = await store.submit(req(), model="m")
-    seen: list[tuple[str, int]] = []
-
-    async def run_job(ctx, job_id: str, attempt: int) -> str:
-        seen.append((job_id, attempt))
-        return "ok"
-
-    worker = Worker(
-        functions=[func(run_job, name=arq_link.RUN_JOB)],
-        queue_name=keys.queue("m"),
-        redis_pool=arq_link.connect(redis_url),
-        burst=True,
-        keep_result=0,
-        handle_signals=False,
-        job_serializer=arq_link.pack,
-        job_deserializer=arq_link.unpack,
-    )
-    try:
-        await asyncio.wait_for(worker.async_run(), 10)
-    finally:
-        await worker.close()
-    assert seen == [(job_id, 1)]
+    assert await run_by_arqs_own_worker(redis_url, "m") == [(job_id, 1)]
 
 
 async def test_a_fair_job_is_stored_as_arq_stores_it_and_queued_only_when_dispatched(redis_url):
@@ -105,27 +110,7 @@ async def test_a_fair_job_is_stored_as_arq_stores_it_and_queued_only_when_dispat
         [d] = await FairQueue(fair.redis).dispatch("m", 1)
         assert d.queued and await fair.redis.zscore(keys.queue("m"), arq_id) is not None
         assert arq_link.stored_job_args() == {"arq_prefix": job_key_prefix, "expires_ms": expires_extra_ms}
-        seen: list[tuple[str, int]] = []
-
-        async def run_job(ctx, job_id: str, attempt: int) -> str:
-            seen.append((job_id, attempt))
-            return "ok"
-
-        worker = Worker(
-            functions=[func(run_job, name=arq_link.RUN_JOB)],
-            queue_name=keys.queue("m"),
-            redis_pool=arq_link.connect(redis_url),
-            burst=True,
-            keep_result=0,
-            handle_signals=False,
-            job_serializer=arq_link.pack,
-            job_deserializer=arq_link.unpack,
-        )
-        try:
-            await asyncio.wait_for(worker.async_run(), 10)
-        finally:
-            await worker.close()
-        assert seen == [(job_id, 1)]
+        assert await run_by_arqs_own_worker(redis_url, "m") == [(job_id, 1)]
     finally:
         await fair.close()
 
