@@ -39,8 +39,9 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
-async def pickup(url: str, jobs: int) -> tuple[list[float], list[float]]:
-    store = JobStore.from_url(url)
+async def pickup(url: str, jobs: int, fair: bool = False) -> tuple[list[float], list[float]]:
+    """``fair``: submit through the fair-share waiting sets (toolq/store/fair.py), as the gateway does."""
+    store = JobStore.from_url(url, fair=fair)
     server_side, client_side = [], []
     try:
         for i in range(jobs + 3):
@@ -66,11 +67,11 @@ async def pickup(url: str, jobs: int) -> tuple[list[float], list[float]]:
     return server_side, client_side
 
 
-def run_pickup(url: str, jobs: int, env: dict[str, str]) -> tuple[list[float], list[float]]:
+def run_pickup(url: str, jobs: int, env: dict[str, str], fair: bool = False) -> tuple[list[float], list[float]]:
     rules = write_rules([("", "ok")])
     w = WorkerProcess(url, script=rules, env=env).wait_ready()
     try:
-        return asyncio.run(pickup(url, jobs))
+        return asyncio.run(pickup(url, jobs, fair))
     finally:
         w.stop()
 

@@ -81,6 +81,7 @@ class Options:
     submit_retry_s: float = 60.0  # how long one submission is retried before it is given up
     drain_timeout_s: float = 120.0  # how long to wait, after the last submission, for every job to end
     keep_logs: bool = False
+    fair: bool = False  # submit through fair share (toolq/store/fair.py), the jobs spread over 3 tenants
 
 
 def short_options(seed: int = 1) -> Options:
@@ -281,7 +282,8 @@ async def submit_one(store: JobStore, marker: str, opts: Options, report: Report
     deadline = time.monotonic() + opts.submit_retry_s
     while True:
         try:
-            job_id, _ = await store.submit(job_request(marker), model=MODEL)
+            tenant = f"t{sum(map(ord, marker)) % 3}"  # under --fair, three tenants share the fleet
+            job_id, _ = await store.submit(job_request(marker), model=MODEL, tenant=tenant)
             return job_id
         except (RedisError, OSError):
             report.submit_retries += 1
@@ -412,7 +414,7 @@ async def soak(opts: Options, server: RedisServer, report: Report, t0: float) ->
     markers = [marker_of(opts.seed, i) for i in range(opts.jobs)]
     rules_path = write_rules(rules_for(markers, opts.tool_wait_ms), token_delay_s=opts.token_delay_s)
     fleet = Fleet(server.url, opts.workers, rules_path, opts.max_jobs, report, t0)
-    store = JobStore.from_url(server.url)
+    store = JobStore.from_url(server.url, fair=opts.fair)
     r = aioredis.Redis.from_url(server.url)
     try:
         fleet.wait_ready()
@@ -540,6 +542,11 @@ def parse_args(argv: list[str] | None = None) -> Options:
         help=f"wait at most this long for every job to end ({d.drain_timeout_s:g})",
     )
     p.add_argument(
+        "--fair",
+        action="store_true",
+        help="submit through fair share between three tenants (toolq/store/fair.py) instead of FIFO",
+    )
+    p.add_argument(
         "--keep-logs",
         action="store_true",
         help="keep the worker logs and the Redis folder",
@@ -552,7 +559,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         a.redis_stop,
         a.appendfsync,
     )
-    o.tool_wait_ms, o.keep_logs = a.tool_wait_ms, a.keep_logs
+    o.tool_wait_ms, o.keep_logs, o.fair = a.tool_wait_ms, a.keep_logs, a.fair
     for name in (
         "jobs",
         "kill_every_s",

@@ -10,7 +10,7 @@ import structlog
 from fastapi import FastAPI
 from redis.exceptions import RedisError
 
-from gateway import actions, catalog, errors, health, jobs
+from gateway import actions, catalog, errors, health, jobs, usage
 from gateway.auth import KeyRing
 from gateway.fleet import FleetView
 from gateway.limits import BodySizeLimit
@@ -42,7 +42,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         warn_if_open(settings)
-        store = JobStore(connect(settings.redis_url))
+        store = JobStore(connect(settings.redis_url), fair=settings.fair_share)
         metrics = GatewayMetrics()
 
         def on_refresh(fleet: Fleet) -> None:
@@ -93,5 +93,6 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     app.include_router(openai_responses.router)
     app.include_router(catalog.router)
     app.include_router(health.router)
+    app.include_router(usage.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Path, Query, Response
 
 from gateway.auth import Tenant
+from gateway.budgets import check_budgets
 from gateway.limits import apply_caps
 from gateway.sse import event_stream
 from gateway.state import GatewayState, State
@@ -16,6 +17,7 @@ from toolq.errors import BadRequest, JobNotFoundError, ToolqError
 from toolq.protocol import JobRequest, JobStatus
 from toolq.store.jobstore import JobNotFound, NotSubmitted, QueueAtLimit
 from toolq.store.records import JobRecord
+from toolq.tenants import policy_of
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -65,14 +67,21 @@ async def submit_job(
     model: str | None = None
     try:
         apply_caps(request, settings)
+        await check_budgets(state, tenant)
         model = (await state.fleet.get()).resolve(request)
     except ToolqError as e:
         refusal = e
     try:
         job_id, created = await store.submit(
-            request, model=model, tenant=tenant, idempotency_key=key, max_queue_depth=settings.max_queue_depth
+            request,
+            model=model,
+            tenant=tenant,
+            idempotency_key=key,
+            max_queue_depth=settings.max_queue_depth,
+            policy=policy_of(settings.tenants, tenant),
         )
     except QueueAtLimit as e:
+        state.metrics.refused(tenant, "queue_full")
         raise queue_full(e, model, state) from None
     except NotSubmitted:
         assert refusal is not None

@@ -3,7 +3,10 @@
 The gateway subscribes to the all-jobs channel, so the figures cover every job in the system,
 including those submitted straight into Redis by the SDK. Each gateway replica therefore reports
 the same cluster-wide counts: aggregate replicas with ``max``, not ``sum``. Labels are bounded on
-purpose: model, outcome, tool (only names a live worker serves); never job or tenant ids.
+purpose: model, outcome, tool (only names a live worker serves), tenant (the configured API keys'
+tenants: the figures per tenant come from Redis, toolq/store/fair.py and toolq/store/usage.py, so
+every replica reports the same; only the 429 counter is this replica's own: aggregate it with
+``sum``); never job ids.
 Pub/sub is fire-and-forget, so a gateway that loses its subscription for a moment misses those
 events' figures; the jobs themselves are unaffected.
 """
@@ -25,7 +28,9 @@ from redis.exceptions import RedisError
 from toolq.payloads import MODELS, FinalData, QueuedData, StartedData, TokenData, ToolCallData, ToolResultData
 from toolq.protocol import TERMINAL_EVENTS, EventType
 from toolq.store import keys
+from toolq.store.fair import FairQueue
 from toolq.store.fleet import Fleet
+from toolq.store.usage import read_usage
 
 log = structlog.get_logger("toolq.gateway")
 
@@ -102,9 +107,52 @@ class GatewayMetrics:
         self.events_seen = Counter(
             "toolq_gateway_events_observed", "Job events the gateway's subscriber read", registry=r
         )
+        # Per tenant (fair share and budgets): read from Redis at scrape time, but the 429s.
+        self.tenant_waiting = Gauge(
+            "toolq_tenant_jobs_waiting", "Jobs waiting for a fair turn", ["tenant", "model"], registry=r
+        )
+        self.tenant_running = Gauge(
+            "toolq_tenant_jobs_running", "Jobs handed to a worker, not ended or paused", ["tenant"], registry=r
+        )
+        self.tenant_started = Gauge(
+            "toolq_tenant_jobs_started",
+            "Jobs handed to a worker so far (a counter kept in Redis)",
+            ["tenant"],
+            registry=r,
+        )
+        self.tenant_tokens = Gauge(
+            "toolq_tenant_tokens",
+            "Prompt + completion tokens of ended jobs (a counter kept in Redis)",
+            ["tenant"],
+            registry=r,
+        )
+        self.refusals = Counter(
+            "toolq_tenant_refusals",
+            "Submissions answered 429, by reason (queue_full, tokens_per_minute, tokens_per_day); this replica's",
+            ["tenant", "reason"],
+            registry=r,
+        )
         self._jobs: OrderedDict[str, _Track] = OrderedDict()
         self._models_seen: set[str] = set()
         self.known_tools: frozenset[str] = frozenset()
+
+    def refused(self, tenant: str, reason: str) -> None:
+        self.refusals.labels(tenant, reason).inc()
+
+    async def _tenant_figures(self, redis: Any, models: list[str]) -> None:
+        fair = FairQueue(redis)
+        started = await fair.started()
+        self.tenant_waiting.clear()  # a tenant with nothing waiting drops out rather than stick
+        tenants = set(started)
+        for model in models:
+            for tenant, n in (await fair.waiting(model)).items():
+                self.tenant_waiting.labels(tenant, model).set(n)
+                tenants.add(tenant)
+        for tenant, n in (await fair.running(sorted(tenants))).items():
+            self.tenant_running.labels(tenant).set(n)
+        for tenant in tenants:
+            self.tenant_started.labels(tenant).set(started.get(tenant, 0))
+            self.tenant_tokens.labels(tenant).set((await read_usage(redis, tenant)).tokens)
 
     # ------------------------------------------------------------------ from events
 
@@ -183,6 +231,7 @@ class GatewayMetrics:
             self.batch_size.labels(view.id).set(sum(w.batch_size for w in workers) / len(workers) if workers else 0)
             self.prefill_tps.labels(view.id).set(sum(w.prefill_tps for w in workers))
             self.decode_tps.labels(view.id).set(sum(w.decode_tps for w in workers))
+        await self._tenant_figures(redis, sorted(self._models_seen))
         return generate_latest(self.registry)
 
 

@@ -155,3 +155,23 @@ class ErrorDetail(BaseModel):
 
 class ErrorBody(BaseModel):
     error: ErrorDetail
+
+
+class UsageView(BaseModel):
+    """GET /v1/usage: the caller's own tenant's figures and policy (toolq/tenants.py)."""
+
+    tenant: str
+    tokens_this_minute: int = Field(description="prompt + completion tokens of jobs ended this clock minute")
+    tokens_today: int = Field(description="the same, this UTC day")
+    tokens: int = Field(description="the same, since usage was first counted")
+    prompt_tokens: int
+    completion_tokens: int
+    jobs: int = Field(description="jobs whose tokens were counted (ended jobs)")
+    waiting: int = Field(description="jobs waiting for a fair turn, every model")
+    running: int = Field(description="jobs handed to a worker and not ended or paused")
+    started: int = Field(description="jobs handed to a worker so far")
+    weight: float
+    max_running: int | None = None
+    tokens_per_minute: int | None = None
+    tokens_per_day: int | None = None
+    job_tokens: int | None = None

@@ -111,6 +111,17 @@ class QueueFull(ToolqError):
         self.retry_after_s = retry_after_s
 
 
+class BudgetExhausted(QueueFull):
+    """A tenant's token budget for the current window is spent: a 429 naming the budget."""
+
+    code = "budget_exhausted"
+
+    def __init__(self, message: str, *, budget: str, retry_after_s: int, **kw: Any):
+        kw.pop("field", None)
+        super().__init__(message, retry_after_s=retry_after_s, field=budget, **kw)
+        self.budget = budget  # tokens_per_minute | tokens_per_day: the error's field
+
+
 class Unavailable(ToolqError):
     """The service cannot answer now (Redis down, no live worker): retry later."""
 
@@ -141,6 +152,7 @@ BY_CODE: dict[str, type[ToolqError]] = {
         JobAlreadyEnded,
         BodyTooLarge,
         QueueFull,
+        BudgetExhausted,
         Unavailable,
     )
 }
@@ -153,9 +165,12 @@ def from_response(status: int, body: Any, headers: dict[str, str] | None = None)
         return ToolqError(f"HTTP {status}: {body!r}"[:500], code="http_error")
     code, message = str(err.get("code", "http_error")), str(err.get("message", ""))
     cls = BY_CODE.get(code, ToolqError)
-    if cls is QueueFull:
+    if cls is QueueFull or cls is BudgetExhausted:
         retry = (headers or {}).get("retry-after", "1")
-        return QueueFull(message, retry_after_s=int(retry) if retry.isdigit() else 1, field=err.get("field"))
+        retry_s = int(retry) if retry.isdigit() else 1
+        if cls is BudgetExhausted:
+            return BudgetExhausted(message, budget=str(err.get("field") or ""), retry_after_s=retry_s)
+        return QueueFull(message, retry_after_s=retry_s, field=err.get("field"))
     exc = cls(message, field=err.get("field"), code=code)
     exc.status = status
     return exc

@@ -240,6 +240,9 @@ class JobRequest(_Model):
     on_client_tool: Literal["pause", "end"] = "pause"
     metadata: dict[str, Any] = Field(default_factory=dict)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
+    # Within its tenant, a job of a higher priority starts first (9 first); across tenants the fair
+    # shares decide (toolq/store/fair.py). It orders only the tenant's own waiting jobs.
+    priority: int = Field(default=0, ge=0, le=9)
 
     @field_validator("version")
     @classmethod
@@ -346,6 +349,7 @@ class ErrorCode(str, Enum):
     tool_service_unavailable = "tool_service_unavailable"
     engine_error = "engine_error"
     worker_lost = "worker_lost"
+    budget_exceeded = "budget_exceeded"  # the job's tokens across its rounds passed its tenant's cap
     internal = "internal"
 
 

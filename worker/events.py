@@ -85,7 +85,7 @@ class EventLog:
         typed = data if isinstance(data, EventData) else MODELS[type].model_validate(data)
         if typed.type is not type:
             raise ValueError(f"a {type.value} event cannot carry {typed.type.value} data")
-        seq = await self._emit(typed, result=result)
+        seq = await self._emit(typed, result=result, usage=result.usage)
         metrics.observe_result(type.value, result)
         return seq
 

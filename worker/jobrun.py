@@ -28,6 +28,7 @@ from toolq.protocol import (
     now_ms,
 )
 from toolq.store.jobstore import JobEnded, JobNotFound
+from worker.budget import STOPPED, job_token_cap, over_budget, over_budget_message, watch_budget
 from worker.cancel import watch_cancel
 from worker.events import EventLog
 from worker.generation import ContextLengthExceeded, EngineError
@@ -69,10 +70,14 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
         events.start_token_stream()
 
     stop_event = threading.Event()
-    task = asyncio.create_task(state.loop.run(request, events, state=loop_state, stop_event=stop_event))
-    running = RunningJob(job_id, attempt, stop_event, task)
+    # the state the loop would make itself, made here so that the budget watcher sees its usage
+    tracked = loop_state or LoopState(messages=list(request.messages))
+    task = asyncio.create_task(state.loop.run(request, events, state=tracked, stop_event=stop_event))
+    running = RunningJob(job_id, attempt, stop_event, task, usage=tracked.usage)
+    running.token_cap = job_token_cap(rec, state.settings.tenants)
     state.running[job_id] = running
     watcher = asyncio.create_task(watch_cancel(store, running))
+    budget = asyncio.create_task(watch_budget(running, tracked.usage, running.token_cap))
     timeout = min(request.timeout_s or state.settings.job_timeout_s, state.settings.job_timeout_cap_s)
     bound.info("job started", model=state.model, resumed=loop_state is not None, timeout_s=timeout)
     try:
@@ -90,6 +95,7 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
         result = await _finish(state, request, running, events, outcome, queue_ms, started_ms, bound)
     finally:
         watcher.cancel()
+        budget.cancel()
         await events.close()
         state.running.pop(job_id, None)
         state.jobs_done += 1
@@ -131,6 +137,9 @@ async def _finish(
         exc = task.exception()
         if exc is None:
             outcome = task.result()
+    if outcome is not None and over_budget(running.usage, running.token_cap):
+        why = running.why_stopped = STOPPED  # its last round crossed the cap before the watcher looked
+        outcome = None
 
     try:
         if outcome is not None and outcome.finish_reason == "requires_action":
@@ -177,6 +186,7 @@ async def _finish(
                 messages=request.messages,
                 timings=timings(None),
                 attempt=running.attempt,
+                usage=running.usage,
             )
             await events.end(EventType.cancelled, {"reason": "cancelled while running"}, result)
             bound.info("job cancelled")
@@ -184,6 +194,9 @@ async def _finish(
         reason: FinishReason
         if why == "timeout":
             code, message, reason = ErrorCode.timeout, "the job ran past its timeout and was stopped", "timeout"
+        elif why == STOPPED:
+            code, reason = ErrorCode.budget_exceeded, "error"
+            message = over_budget_message(running.usage, running.token_cap or 0)
         else:
             code, message, reason = _classify(exc)
         result = JobResult(
@@ -195,7 +208,11 @@ async def _finish(
             timings=timings(None),
             attempt=running.attempt,
         )
-        await events.end(EventType.error, {"code": code.value, "message": message}, result)
+        result.usage = running.usage  # the tokens this job used, counted once against its tenant
+        data: dict[str, Any] = {"code": code.value, "message": message}
+        if why == STOPPED:
+            data["usage"] = running.usage.model_dump()
+        await events.end(EventType.error, data, result)
         bound.warning("job failed", code=code.value, error=message)
         return "error"
     except JobEnded as e:

@@ -6,6 +6,7 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 
+from toolq.protocol import Usage
 from toolq.store.arq_link import StalledPickups
 from toolq.store.jobstore import JobStore
 from toolq.store.leases import Leases
@@ -22,7 +23,9 @@ class RunningJob:
     attempt: int
     stop_event: threading.Event
     task: asyncio.Task
-    why_stopped: str | None = None  # cancelled | timeout | superseded | shutdown
+    why_stopped: str | None = None  # cancelled | timeout | superseded | shutdown | budget_exceeded
+    usage: Usage = field(default_factory=Usage)  # the loop's running total (worker/budget.py)
+    token_cap: int | None = None  # the job's tokens across its rounds (worker/budget.py)
 
     def interrupt(self, why: str) -> None:
         """Stop the model thread (between tokens) and the loop task, saying why."""

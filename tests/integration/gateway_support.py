@@ -27,6 +27,13 @@ CALL_ZORBIX = '<tool_call>{"name": "calculate_zorbix", "arguments": {"zorb": 15,
 ZORBIX_RULES = [("<tool_response>\n", "The answer is 22."), ("", CALL_ZORBIX)]
 
 
+def queued_jobs(redis_url: str, model: str) -> int:
+    """Jobs of a model on arq's queue or waiting for their fair turn (toolq/store/fair.py)."""
+    r = redis.Redis.from_url(redis_url)
+    tenants = [t.decode() for t in r.zrange(keys.fair_tenants(model), 0, -1)]
+    return int(r.zcard(keys.queue(model))) + sum(int(r.zcard(keys.fair_waiting(model, t))) for t in tenants)
+
+
 class LiveGateway:
     """The gateway on a real port (uvicorn in a thread): for SSE that must stream, and for tools
     (schemathesis, the CLI) that speak real HTTP."""

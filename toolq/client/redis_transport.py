@@ -46,7 +46,8 @@ def store_errors(job_id: str = "") -> Iterator[None]:
 
 class RedisTransport:
     def __init__(self, redis_url: str):
-        self.store = JobStore.from_url(redis_url)
+        # a job submitted here takes the same fair turn as one through a gateway (toolq/store/fair.py)
+        self.store = JobStore.from_url(redis_url, fair=True)
 
     async def aclose(self) -> None:
         await self.store.close()

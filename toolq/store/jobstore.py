@@ -39,6 +39,7 @@ from toolq.protocol import (
     JobResult,
     JobStatus,
     PendingAction,
+    Usage,
     new_job_id,
     now_ms,
 )
@@ -46,6 +47,7 @@ from toolq.store import arq_link, keys
 from toolq.store.arq_link import connect
 from toolq.store.records import JobRecord
 from toolq.store.scripts import Script
+from toolq.tenants import TenantPolicy
 
 __all__ = ["JobEnded", "JobNotFound", "JobStore", "NotSubmitted", "QueueAtLimit", "connect"]
 
@@ -149,11 +151,16 @@ class JobStore:
         event_ttl_s: int = 24 * 3600,
         stream_maxlen: int = 10_000,
         idempotency_ttl_s: int = 24 * 3600,
+        fair: bool = False,
     ):
         self.redis = redis  # from toolq.store.arq_link.connect
         self.event_ttl_s = event_ttl_s
         self.stream_maxlen = stream_maxlen
         self.idempotency_ttl_s = idempotency_ttl_s
+        # fair share (toolq/store/fair.py): jobs wait per tenant until dispatch.lua queues them;
+        # off, they go straight onto arq's queue, first in first out. The front doors (the
+        # gateway, the SDK's Redis mode) turn it on; the store alone is arq's plain queue.
+        self.fair = fair
         self._emit = Script(redis, "emit")
         self._pause = Script(redis, "pause")
         self._submit = Script(redis, "submit")
@@ -176,6 +183,7 @@ class JobStore:
         tenant: str = "default",
         idempotency_key: str | None = None,
         max_queue_depth: int | None = None,
+        policy: TenantPolicy | None = None,
     ) -> tuple[str, bool]:
         """Record, announce (``queued``) and enqueue a job, in one script. Returns (job id, created).
 
@@ -184,6 +192,8 @@ class JobStore:
         Raises QueueAtLimit when the model's queue already holds ``max_queue_depth`` jobs. With
         ``model`` None it only hands back the job the key names, and raises NotSubmitted when there
         is none: a caller whose own checks refused the job asks so whether it is a retry.
+        ``policy`` records the tenant's weight and running cap for the fair choice, and the job's
+        token cap in its record.
         """
         key = idempotency_key or request.idempotency_key
         if model is None and not key:
@@ -211,6 +221,13 @@ class JobStore:
             job_prefix=keys.JOB_PREFIX,
             wake_backlog=arq_link.WAKE_BACKLOG,
             **arq_link.arq_job(job_id, model or "", 1, created),
+            **self._fair_keys(model or "", tenant),
+            fair=self.fair,
+            priority=request.priority,
+            weight=policy.weight if policy else None,
+            max_running=(policy.max_running or 0) if policy else None,
+            job_tokens=policy.job_tokens if policy else None,
+            fair_prefix=keys.FAIR_PREFIX,
         )
         if code == -1:
             assert model is not None and max_queue_depth is not None
@@ -218,6 +235,18 @@ class JobStore:
         if code == -2:
             raise NotSubmitted("the idempotency key names no job")
         return (value.decode() if isinstance(value, bytes) else value), code == 1
+
+    @staticmethod
+    def _fair_keys(model: str, tenant: str) -> dict[str, str]:
+        return {
+            "tenants": keys.fair_tenants(model),
+            "passes": keys.fair_passes(model),
+            "vtime": keys.fair_vtime(model),
+            "waiting": keys.fair_waiting(model, tenant),
+            "seq_key": keys.fair_seq(model),
+            "weights": keys.TENANT_WEIGHTS,
+            "caps": keys.TENANT_CAPS,
+        }
 
     # ------------------------------------------------------------------ events
 
@@ -233,8 +262,10 @@ class JobStore:
         checkpoint: dict[str, Any] | None = None,
         only_if_status: JobStatus | None = None,
         lease_ms: int | None = None,
+        usage: Usage | None = None,
     ) -> int:
-        """Write one event; returns its seq. Raises JobEnded when the write is refused."""
+        """Write one event; returns its seq. Raises JobEnded when the write is refused.
+        ``usage`` with a terminal event adds the job's tokens to its tenant's (toolq/store/usage.py)."""
         terminal = type in TERMINAL_EVENTS
         if terminal and status is None:
             status = _STATUS_OF_TERMINAL[type]
@@ -259,6 +290,10 @@ class JobStore:
             job_id=job_id,
             lease_ms=lease_ms,
             now_ms=ts,
+            running_prefix=keys.RUNNING_PREFIX,
+            usage_prefix=keys.USAGE_PREFIX,
+            prompt_tokens=usage.prompt_tokens if usage and terminal else None,
+            completion_tokens=usage.completion_tokens if usage and terminal else None,
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])
@@ -295,6 +330,7 @@ class JobStore:
             deadline_ms=deadline_ms,
             job_id=job_id,
             maxlen=self.stream_maxlen,
+            running_prefix=keys.RUNNING_PREFIX,
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])
@@ -347,6 +383,8 @@ class JobStore:
                 maxlen=self.stream_maxlen,
                 wake_backlog=arq_link.WAKE_BACKLOG,
                 **arq,
+                **self._fair_keys(model, rec.get("tenant", "")),
+                fair=self.fair,
             )
             code, status = int(code), value.decode() if isinstance(value, bytes) else str(value)
             if code == -3:

@@ -99,3 +99,60 @@ def tool_result(tool: str, call_id: str) -> str:
 def tool_reply(tool: str, call_id: str) -> str:
     """List the caller BLPOPs for the result of one call."""
     return f"{PREFIX}:reply:{{{tool}}}:{call_id}"
+
+
+# Fair share (toolq/store/fair.py): which job of a model's queue starts next. The backlog waits in
+# one sorted set per tenant and model; a worker with a free slot asks toolq/store/lua/dispatch.lua
+# for the next fair job, which puts it on the model's arq queue. toolq/store/lua/fair_keys.lua
+# spells the per-tenant names the same way for the scripts that build them from a tenant.
+FAIR_PREFIX = f"{PREFIX}:fair:"
+RUNNING_PREFIX = f"{PREFIX}:running:"
+
+
+def fair_tenants(model: str) -> str:
+    """Sorted set: tenant with jobs waiting -> its pass (the virtual time of its next start)."""
+    return f"{FAIR_PREFIX}{model}:tenants"
+
+
+def fair_passes(model: str) -> str:
+    """Hash: tenant -> the pass it left with when its waiting set emptied."""
+    return f"{FAIR_PREFIX}{model}:passes"
+
+
+def fair_vtime(model: str) -> str:
+    """The model's virtual time: the pass of the latest start."""
+    return f"{FAIR_PREFIX}{model}:vtime"
+
+
+def fair_seq(model: str) -> str:
+    """Counter: the arrival order of waiting jobs (first in, first out within a priority)."""
+    return f"{FAIR_PREFIX}{model}:seq"
+
+
+def fair_waiting(model: str, tenant: str) -> str:
+    """Sorted set: a tenant's waiting jobs of one model, best first (priority, then arrival)."""
+    return f"{FAIR_PREFIX}{model}:waiting:{tenant}"
+
+
+def tenant_running(tenant: str) -> str:
+    """Sorted set: a tenant's jobs handed to the queue and not yet ended or paused -> start ms."""
+    return f"{RUNNING_PREFIX}{tenant}"
+
+
+# Hashes: tenant -> weight, tenant -> most jobs running at once (written with each submit from
+# the gateway's configuration, read by dispatch.lua).
+TENANT_WEIGHTS = f"{PREFIX}:tenant-weights"
+TENANT_CAPS = f"{PREFIX}:tenant-caps"
+TENANT_STARTED = f"{PREFIX}:tenant-started"  # hash: tenant -> jobs dispatch.lua handed to a queue
+
+USAGE_PREFIX = f"{PREFIX}:usage:"
+
+
+def usage_total(tenant: str) -> str:
+    """Hash: a tenant's token use since the start (prompt, completion, tokens, jobs)."""
+    return f"{USAGE_PREFIX}{tenant}"
+
+
+def usage_window(tenant: str, window: str, index: int) -> str:
+    """Counter: a tenant's tokens in one window (``minute`` or ``day``, numbered from the epoch)."""
+    return f"{USAGE_PREFIX}{tenant}:{window}:{index}"

@@ -3,7 +3,15 @@
 -- terminal event is written every later write is refused, and a write fenced by attempt is
 -- refused once a newer attempt owns the job (its worker lost its lease).
 --
+-- A terminal event also takes the job out of its tenant's running set (toolq/store/fair.py: the
+-- place it held against its tenant's running cap) and, given the worker's token figures, adds
+-- them to its tenant's usage (toolq/store/usage.py): once per job, since a job has one terminal
+-- event. A job cancelled while it waited for its fair turn stays in its waiting set until
+-- dispatch.lua drops it, as a cancelled job stays on arq's queue until a worker drops it: both
+-- count in the queue depth until then.
+--
 -- include: now.lua
+-- include: fair_keys.lua
 --
 -- KEYS[1] job             the job record (hash)
 -- KEYS[2] log             the job's event stream
@@ -23,6 +31,10 @@
 -- ARGV[11] job_id         the job's id (its member in leases)
 -- ARGV[12] lease_ms       set the lease this long from now; '' leaves it
 -- ARGV[13] now_ms         the writer's time, stored as finished_ms
+-- ARGV[14] running_prefix toolq.store.keys.RUNNING_PREFIX
+-- ARGV[15] usage_prefix   toolq.store.keys.USAGE_PREFIX
+-- ARGV[16] prompt_tokens  the job's prompt tokens, counted with a terminal event; '' none
+-- ARGV[17] completion_tokens  the job's completion tokens; '' none
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt,
 -- -2 not in the expected status, -3 no such job.
@@ -45,5 +57,24 @@ if terminal == '1' then
   redis.call('ZREM', leases, job_id)
   redis.call('EXPIRE', job, ttl_s)
   redis.call('EXPIRE', log, ttl_s)
+  local who = redis.call('HMGET', job, 'tenant')
+  if who[1] then
+    redis.call('ZREM', tenant_running_key(running_prefix, who[1]), job_id)
+    if prompt_tokens ~= '' or completion_tokens ~= '' then
+      local p, c = tonumber(prompt_tokens) or 0, tonumber(completion_tokens) or 0
+      local t = redis_now_ms()
+      local minute = usage_prefix .. who[1] .. ':minute:' .. math.floor(t / 60000)
+      local day = usage_prefix .. who[1] .. ':day:' .. math.floor(t / 86400000)
+      redis.call('INCRBY', minute, p + c)
+      redis.call('EXPIRE', minute, 120)
+      redis.call('INCRBY', day, p + c)
+      redis.call('EXPIRE', day, 2 * 86400)
+      local total = usage_prefix .. who[1]
+      redis.call('HINCRBY', total, 'prompt_tokens', p)
+      redis.call('HINCRBY', total, 'completion_tokens', c)
+      redis.call('HINCRBY', total, 'tokens', p + c)
+      redis.call('HINCRBY', total, 'jobs', 1)
+    end
+  end
 end
 return seq

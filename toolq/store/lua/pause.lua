@@ -3,7 +3,10 @@
 -- the lease goes (no worker holds the job) and the deadline is indexed for the sweeper
 -- (toolq/pauses.py). Fenced by attempt, as emit.lua is.
 --
+-- A paused job holds no place against its tenant's running cap (toolq/store/fair.py).
+--
 -- include: now.lua
+-- include: fair_keys.lua
 --
 -- KEYS[1] job             the job record (hash)
 -- KEYS[2] log             the job's event stream
@@ -19,6 +22,7 @@
 -- ARGV[6] deadline_ms     when the pause ends with error action_timeout
 -- ARGV[7] job_id          the job's id
 -- ARGV[8] maxlen          the stream's approximate cap
+-- ARGV[9] running_prefix  toolq.store.keys.RUNNING_PREFIX
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt, -3 no such job.
 
@@ -35,4 +39,6 @@ redis.call('HSET', job, 'status', 'requires_action', 'checkpoint', checkpoint, '
            'action_deadline_ms', deadline_ms)
 redis.call('ZREM', leases, job_id)
 redis.call('ZADD', paused, deadline_ms, job_id)
+local tenant = redis.call('HGET', job, 'tenant')
+if tenant then redis.call('ZREM', tenant_running_key(running_prefix, tenant), job_id) end
 return seq
