@@ -41,7 +41,7 @@ from toolq.protocol import (
     new_job_id,
     now_ms,
 )
-from toolq.store import arq_link, keys
+from toolq.store import arq_link, deliveries, keys
 from toolq.store.arq_link import connect
 from toolq.store.scripts import Script
 
@@ -212,6 +212,7 @@ class JobStore:
             max_depth=max_queue_depth,
             job_prefix=keys.JOB_PREFIX,
             wake_backlog=arq_link.WAKE_BACKLOG,
+            webhook=request.webhook.model_dump_json() if request.webhook else None,
             **arq_link.arq_job(job_id, model or "", 1, created),
         )
         if code == -1:
@@ -261,6 +262,7 @@ class JobStore:
             job_id=job_id,
             lease_ms=lease_ms,
             now_ms=ts,
+            **deliveries.script_args(job_id, type),
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])
@@ -297,6 +299,7 @@ class JobStore:
             deadline_ms=deadline_ms,
             job_id=job_id,
             maxlen=self.stream_maxlen,
+            **deliveries.script_args(job_id, EventType.requires_action),
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])

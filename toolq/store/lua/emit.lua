@@ -4,12 +4,17 @@
 -- refused once a newer attempt owns the job (its worker lost its lease).
 --
 -- include: now.lua
+-- include: webhook_record.lua
 --
 -- KEYS[1] job             the job record (hash)
 -- KEYS[2] log             the job's event stream
 -- KEYS[3] job_channel     pub/sub channel of this job's events
 -- KEYS[4] all_channel     pub/sub channel of every job's events
 -- KEYS[5] leases          sorted set: running job id -> lease deadline (ms, Redis's clock)
+-- KEYS[6] webhook_due     sorted set of due webhook deliveries (webhook_record.lua)
+-- KEYS[7] webhook_wake    list that wakes the webhook sender
+-- KEYS[8] webhook_delivery  the delivery's hash, written if the job's webhook wants this event
+-- KEYS[9] webhook_job_log the job's list of delivery ids
 -- ARGV[1] head            the event's JSON up to its seq
 -- ARGV[2] tail            the event's JSON after its seq
 -- ARGV[3] terminal        '1' for final, error or cancelled
@@ -23,6 +28,8 @@
 -- ARGV[11] job_id         the job's id (its member in leases)
 -- ARGV[12] lease_ms       set the lease this long from now; '' leaves it
 -- ARGV[13] now_ms         the writer's time, stored as finished_ms
+-- ARGV[14] webhook_kind   the webhook event this event is (completed, failed, cancelled); '' none
+-- ARGV[15] webhook_id     the delivery's id (its webhook-id header)
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt,
 -- -2 not in the expected status, -3 no such job.
@@ -46,4 +53,5 @@ if terminal == '1' then
   redis.call('EXPIRE', job, ttl_s)
   redis.call('EXPIRE', log, ttl_s)
 end
+record_webhook(job, job_id, webhook_kind, webhook_id, webhook_delivery, webhook_due, webhook_wake, webhook_job_log, ev)
 return seq

@@ -33,6 +33,7 @@
 -- ARGV[14] expires_ms        the arq job key's lifetime
 -- ARGV[15] score             the arq job's score in the queue
 -- ARGV[16] wake_backlog      how many wake tokens the wake list keeps
+-- ARGV[17] webhook           the job's webhook JSON {"url", "events"} (webhook_record.lua); '' none
 --
 -- Returns {1, job id} created, {0, job id} the job the key already names, {-1, depth} the queue
 -- is at max_depth, {-2, ''} no model was given and the key names no job.
@@ -51,6 +52,7 @@ end
 if idempotency_ttl_s ~= '' then redis.call('SET', idempotency, job_id, 'EX', idempotency_ttl_s) end
 redis.call('HSET', job, 'request', request, 'model', model, 'tenant', tenant, 'status', 'queued',
            'attempt', 1, 'seq', 1, 'created_ms', created_ms)
+if webhook ~= '' then redis.call('HSET', job, 'webhook', webhook) end
 local ev = head .. '1' .. tail
 redis.call('XADD', log, 'MAXLEN', '~', maxlen, '1-0', 'e', ev)
 redis.call('PUBLISH', job_channel, ev)
