@@ -11,6 +11,7 @@ from gateway.limits import apply_caps
 from gateway.sse import event_stream
 from gateway.state import GatewayState, State
 from gateway.submission import queue_full
+from gateway.webhook_target import settle_webhook
 from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
 from toolq.errors import BadRequest, JobNotFoundError, ToolqError
 from toolq.protocol import JobRequest, JobStatus
@@ -64,6 +65,7 @@ async def submit_job(
     model: str | None = None
     try:
         apply_caps(request, settings)
+        request = await settle_webhook(request, tenant, state.webhooks)
         model = (await state.fleet.get()).resolve(request)
     except ToolqError as e:
         refusal = e

@@ -15,6 +15,7 @@ from starlette.requests import Request
 
 from gateway.limits import apply_caps
 from gateway.state import GatewayState
+from gateway.webhook_target import settle_webhook
 from toolq.errors import QueueFull
 from toolq.protocol import Event, JobRequest
 from toolq.store.jobstore import QueueAtLimit
@@ -24,6 +25,7 @@ async def submit(state: GatewayState, request: JobRequest, tenant: str) -> tuple
     """Check and enqueue a job; returns (job id, model). Raises the ToolqError of a refusal
     (caps, unknown model or tool, no worker, QueueFull with Retry-After)."""
     apply_caps(request, state.settings)
+    request = await settle_webhook(request, tenant, state.webhooks)
     model = (await state.fleet.get()).resolve(request)
     try:
         job_id, _ = await state.store.submit(
