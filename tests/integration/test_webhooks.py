@@ -35,19 +35,20 @@ SENDER_ENV = {
     "TOOLQ_WEBHOOK_ALLOW_PRIVATE": "true",
     "TOOLQ_WEBHOOK_FIRST_RETRY_S": "0.2",
     "TOOLQ_WEBHOOK_MAX_RETRY_S": "0.5",
-    "TOOLQ_WEBHOOK_GIVE_UP_AFTER_S": "2",
+    "TOOLQ_WEBHOOK_GIVE_UP_AFTER_S": "30",
     "TOOLQ_WEBHOOK_TIMEOUT_S": "3",
     "TOOLQ_WEBHOOK_LEASE_S": "3.5",
 }
 
 
 class SenderProcess(ToolqProcess):
-    def __init__(self, redis_url: str):
+    def __init__(self, redis_url: str, **env: str):
+        self.metrics_port = free_port()
         super().__init__(
-            [sys.executable, "-m", "toolq", "webhooks", "--redis", redis_url],
+            [sys.executable, "-m", "toolq", "webhooks", "--redis", redis_url, "--metrics-port", str(self.metrics_port)],
             what="webhook sender",
             log_name="webhooks",
-            env=SENDER_ENV,
+            env={**SENDER_ENV, **env},
         )
 
     def wait_ready(self, timeout: float = 30.0) -> SenderProcess:
@@ -153,7 +154,7 @@ def assert_verified(deliveries: list[dict]) -> None:
 def test_retries_carry_the_same_id_until_the_receiver_takes_it(gateway, receiver, sender):
     job_id = submit(gateway, {"url": receiver.url + "/fail/2", "events": ["completed", "failed"]})
     [d] = wait_for("the delivery to end", finished(gateway, job_id))
-    assert d["status"] == "delivered" and d["type"] == "completed" and d["attempts"] == 3
+    assert d["status"] == "delivered" and d["type"] == "completed" and d["attempts"] == 3, d
     assert [a["status_code"] for a in d["history"]] == [500, 500, 200]
     got = receiver.received(d["id"])
     assert [x["n"] for x in got] == [1, 2, 3] and [x["status"] for x in got] == [500, 500, 200]
@@ -164,14 +165,51 @@ def test_retries_carry_the_same_id_until_the_receiver_takes_it(gateway, receiver
     # Retries back off: each waits at least half its base (0.2 s, then 0.4 s).
     times = [x["received_at"] for x in got]
     assert times[1] - times[0] >= 0.1 and times[2] - times[1] >= 0.2
+    metrics = httpx.get(f"http://127.0.0.1:{sender.metrics_port}/metrics").text
+    assert 'toolq_webhook_attempts_total{result="retry"} 2.0' in metrics
+    assert 'toolq_webhook_attempts_total{result="delivered"} 1.0' in metrics
+    assert 'toolq_webhook_deliveries_total{outcome="delivered"} 1.0' in metrics
 
 
-def test_a_receiver_that_never_takes_it_ends_in_the_dead_letter_list_and_resending_works(gateway, receiver, sender):
+def test_a_response_names_its_webhook_in_the_toolq_extension(gateway, receiver, sender):
+    """The Responses API with the official openai package: the webhook rides in extra_body."""
+    import openai
+
+    with openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0, timeout=30) as client:
+        response = client.responses.create(
+            model="scripted", input="hi", extra_body={"toolq": {"webhook": {"url": receiver.url + "/ok"}}}
+        )
+    assert response.output_text == "All done."
+    [got] = wait_for("the response's delivery", lambda: [x for x in receiver.received() if x["path"] == "/ok"])
+    assert got["status"] == 200 and got["body"]["type"] == "job.completed"
+    assert got["body"]["data"]["event"]["data"]["content"] == "All done."
+    assert_verified([got])
+
+
+@pytest.fixture
+def impatient_sender(redis_url):
+    s = SenderProcess(redis_url, TOOLQ_WEBHOOK_GIVE_UP_AFTER_S="1.5").wait_ready()
+    yield s
+    s.stop()
+
+
+def test_a_receiver_that_never_takes_it_ends_in_the_dead_letter_list_and_resending_works(
+    gateway, receiver, impatient_sender, redis_url
+):
     job_id = submit(gateway, {"url": receiver.url + "/down"})
     [d] = wait_for("the delivery to give up", finished(gateway, job_id))
-    assert d["status"] == "failed" and d["attempts"] >= 3 and "503" in d["last_error"]
+    assert d["status"] == "failed" and d["attempts"] >= 2 and "503" in d["last_error"], d
+    assert [a["status_code"] for a in d["history"]] == [503] * d["attempts"]
     failed = httpx.get(gateway.url + "/v1/webhooks/failed").json()["data"]
     assert d["id"] in [f["id"] for f in failed]
+    listed = subprocess.run(
+        [sys.executable, "-m", "toolq", "webhooks", "--redis", redis_url, "failed"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0 and d["id"] in [json.loads(x)["id"] for x in listed.stdout.splitlines()]
 
     httpx.post(receiver.url + "/_heal")
     r = httpx.post(f"{gateway.url}/v1/webhooks/deliveries/{d['id']}/redeliver")
