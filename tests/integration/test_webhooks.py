@@ -364,3 +364,38 @@ async def test_the_sender_checks_the_address_again_at_delivery(redis_url):
         assert [x.id for x in await ds.failed("t2")] == [d.id]
     finally:
         await store.close()
+
+
+async def test_an_attempt_connects_to_the_address_it_checked(receiver):
+    """DNS rebinding: the name is resolved once, checked, and the connection goes to that address
+    (with the URL's Host), even if the name would resolve elsewhere a moment later."""
+    from toolq.store.deliveries import Delivery
+    from webhooks.attempt import attempt
+
+    answers = [["127.0.0.1"], ["10.9.9.9"]]
+    asked = []
+
+    async def resolve(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return answers[len(asked) - 1]
+
+    url = f"http://hooks.invalid:{receiver.port}/ok?pinned"
+    d = Delivery(
+        id="msg_pinned1",
+        job_id="job_pinned",
+        tenant="default",
+        url=url,
+        type="completed",
+        status="sending",
+        created_ms=now_ms(),
+        event={"type": "final", "ts": now_ms()},
+    )
+    async with httpx.AsyncClient(trust_env=False) as client:
+        out = await attempt(client, d, [NEW, OLD], allow_private=True, timeout_s=5, resolver=resolve)
+        # The name now answers a private address, and private ones are not allowed: refused at once.
+        refused = await attempt(client, d, [NEW], allow_private=False, timeout_s=5, resolver=resolve)
+    assert out.kind == "delivered" and asked == ["hooks.invalid", "hooks.invalid"]
+    [got] = receiver.received("msg_pinned1")
+    assert got["host"] == f"hooks.invalid:{receiver.port}" and got["path"] == "/ok?pinned"
+    assert_verified([got])
+    assert refused.kind == "dead" and "10.9.9.9" in (refused.error or "")

@@ -2,7 +2,7 @@
 with the `standardwebhooks` package (the spec's own library, not toolq's code), against each secret
 it is given, writes one JSON line per request it receives, and answers by its path:
 
-- ``/ok``: 200;
+- ``/ok``: 200 (a query string is not looked at);
 - ``/fail/N``: 500 to the first N attempts of each webhook-id, then 200;
 - ``/hang-first``: holds the first attempt of each webhook-id for a minute (the test kills the
   sender meanwhile), then 200 to every later one;
@@ -61,9 +61,10 @@ def make_handler(log_path: str, secrets: list[str]) -> type[BaseHTTPRequestHandl
                     verified.append(False)
             with _lock:
                 _seen[msg_id] = n = _seen.get(msg_id, 0) + 1
-            status = _answer(self.path, n)
+            status = _answer(self.path.split("?", 1)[0], n)
             record = {
                 "path": self.path,
+                "host": headers.get("host"),
                 "id": msg_id,
                 "n": n,
                 "timestamp": headers.get("webhook-timestamp"),
