@@ -399,3 +399,22 @@ async def test_an_attempt_connects_to_the_address_it_checked(receiver):
     assert got["host"] == f"hooks.invalid:{receiver.port}" and got["path"] == "/ok?pinned"
     assert_verified([got])
     assert refused.kind == "dead" and "10.9.9.9" in (refused.error or "")
+
+
+async def test_a_tenant_default_applies_to_jobs_that_name_no_webhook(gateway, receiver, redis_url):
+    from gateway.settings import GatewaySettings
+    from tests.integration.gateway_support import asgi_client
+    from toolq.webhook_settings import WebhookSettings
+
+    default = Webhook(url=receiver.url + "/ok?default", events=["completed"])
+    settings = WebhookSettings(secrets={"default": [NEW]}, defaults={"default": default}, allow_private=True)
+    async with asgi_client(GatewaySettings(redis_url=redis_url), webhooks=settings) as client:
+        r = await client.post("/v1/jobs", json={"messages": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 202, r.text
+        job_id = r.json()["job_id"]
+
+        async def recorded():
+            return (await client.get(f"/v1/jobs/{job_id}/webhooks")).json()["data"]
+
+        [d] = await eventually(recorded, timeout=20)
+    assert d["url"] == default.url and d["type"] == "completed" and d["event"]["type"] == "final"
