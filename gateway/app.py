@@ -10,7 +10,7 @@ import structlog
 from fastapi import FastAPI
 from redis.exceptions import RedisError
 
-from gateway import actions, catalog, errors, health, jobs, usage
+from gateway import actions, catalog, deliveries, errors, health, jobs, usage
 from gateway.auth import KeyRing
 from gateway.fleet import FleetView
 from gateway.limits import BodySizeLimit
@@ -23,6 +23,7 @@ from gateway.state import GatewayState
 from toolq.protocol import PROTOCOL_VERSION
 from toolq.store.fleet import Fleet
 from toolq.store.jobstore import JobNotFound, JobStore, connect
+from toolq.webhook_settings import WebhookSettings
 
 log = structlog.get_logger("toolq.gateway")
 
@@ -36,7 +37,7 @@ def warn_if_open(settings: GatewaySettings) -> None:
         )
 
 
-def create_app(settings: GatewaySettings | None = None) -> FastAPI:
+def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSettings | None = None) -> FastAPI:
     settings = settings or GatewaySettings()
 
     @asynccontextmanager
@@ -61,6 +62,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             fleet=FleetView(store.redis, settings.registry_cache_s, on_refresh),
             metrics=metrics,
             observer=observer,
+            webhooks=webhooks or WebhookSettings(),
         )
         observer.start()
         try:
@@ -89,6 +91,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     openai_errors.install(app)  # after errors.install: it wraps those handlers for the OpenAI paths
     app.include_router(jobs.router)
     app.include_router(actions.router)
+    app.include_router(deliveries.router)
     app.include_router(openai_chat.router)
     app.include_router(openai_responses.router)
     app.include_router(catalog.router)

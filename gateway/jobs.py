@@ -12,6 +12,7 @@ from gateway.limits import apply_caps
 from gateway.sse import event_stream
 from gateway.state import GatewayState, State
 from gateway.submission import queue_full
+from gateway.webhook_target import settle_webhook
 from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
 from toolq.errors import BadRequest, JobNotFoundError, ToolqError
 from toolq.protocol import JobRequest, JobStatus
@@ -68,6 +69,7 @@ async def submit_job(
     try:
         apply_caps(request, settings)
         await check_budgets(state, tenant)
+        request = await settle_webhook(request, tenant, state.webhooks)
         model = (await state.fleet.get()).resolve(request)
     except ToolqError as e:
         refusal = e

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from gateway.budgets import check_budgets
 from gateway.limits import apply_caps
 from gateway.state import GatewayState
+from gateway.webhook_target import settle_webhook
 from toolq.errors import QueueFull
 from toolq.protocol import Event, JobRequest
 from toolq.store.jobstore import QueueAtLimit
@@ -27,6 +28,7 @@ async def submit(state: GatewayState, request: JobRequest, tenant: str) -> tuple
     (caps, unknown model or tool, no worker, QueueFull with Retry-After)."""
     apply_caps(request, state.settings)
     await check_budgets(state, tenant)
+    request = await settle_webhook(request, tenant, state.webhooks)
     model = (await state.fleet.get()).resolve(request)
     try:
         job_id, _ = await state.store.submit(

@@ -12,6 +12,7 @@ import secrets
 import time
 from enum import Enum
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -211,6 +212,40 @@ class ResponseFormat(_Model):
         return self
 
 
+# ---------------------------------------------------------------- webhooks
+
+# The events a webhook may report: a job's terminal event (final, error, cancelled) and its pauses.
+WebhookEvent = Literal["completed", "failed", "cancelled", "requires_action"]
+WEBHOOK_EVENTS: tuple[WebhookEvent, ...] = ("completed", "failed", "cancelled", "requires_action")
+
+
+class Webhook(_Model):
+    """Where a job reports its end and its pauses, signed per Standard Webhooks (README: Webhooks).
+    A bare URL string stands for every event. Reusable by any request that names a webhook."""
+
+    url: str = Field(min_length=1, max_length=2048)
+    events: list[WebhookEvent] = Field(default_factory=lambda: list(WEBHOOK_EVENTS), min_length=1, max_length=4)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_url(cls, v: Any) -> Any:
+        return {"url": v} if isinstance(v, str) else v
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("a webhook URL is http(s)://host[:port]/path")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("a webhook URL carries no credentials (deliveries are signed instead)")
+        try:
+            parts.port  # noqa: B018  (raises on a port that is not a number in 0..65535)
+        except ValueError:
+            raise ValueError("a webhook URL's port is a number from 1 to 65535") from None
+        return v
+
+
 class JobRequest(_Model):
     version: int = PROTOCOL_VERSION
     messages: list[Message] = Field(min_length=1)
@@ -243,6 +278,8 @@ class JobRequest(_Model):
     # Within its tenant, a job of a higher priority starts first (9 first); across tenants the fair
     # shares decide (toolq/store/fair.py). It orders only the tenant's own waiting jobs.
     priority: int = Field(default=0, ge=0, le=9)
+    # Signed callbacks of this job's end and pauses (None: the tenant's default, if the operator set one).
+    webhook: Webhook | None = None
 
     @field_validator("version")
     @classmethod

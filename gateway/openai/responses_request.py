@@ -161,6 +161,7 @@ def to_job(req: ResponsesRequest, earlier: list[Message]) -> JobRequest:
         "temperature": req.temperature,
         "max_iterations": ext.max_iterations,
         "timeout_s": ext.timeout_s,
+        "webhook": ext.webhook,
     }
     fields.update({k: v for k, v in optional.items() if v is not None})
     return job_request([m.model_dump(mode="json", exclude_none=True) for m in messages], fields)

@@ -23,12 +23,14 @@ from gateway.settings import GatewaySettings
 from toolq.api import ModelView
 from toolq.cli import build_parser
 from toolq.store import keys
+from webhooks.settings import SenderSettings
 from worker.settings import WorkerSettings
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 GATEWAY_ROUTES = set(create_app(GatewaySettings()).openapi()["paths"])
 GATEWAY_PORT = GatewaySettings().port
+WEBHOOK_ENV = {"TOOLQ_WEBHOOK_SECRETS", "TOOLQ_WEBHOOK_DEFAULTS", "TOOLQ_WEBHOOK_ALLOW_PRIVATE"}
 
 
 def compose() -> dict:
@@ -90,11 +92,24 @@ def test_compose_gateway_matches_the_gateway_code():
     args = toolq_args(gw["command"])
     assert args.command == "gateway" and args.port == GATEWAY_PORT and args.host == "0.0.0.0"
     assert [p.split(":")[-1] for p in gw["ports"]] == [str(GATEWAY_PORT)]
-    assert_settings_env(gw["environment"], GatewaySettings)
+    assert_settings_env(gw["environment"], GatewaySettings, extra=WEBHOOK_ENV)
     assert "TOOLQ_API_KEYS" in gw["environment"]  # listening on 0.0.0.0: never run it open
     url = re.search(r"http://127\.0\.0\.1:(\d+)(/\w+)", healthcheck_code(gw["healthcheck"]["test"]))
     assert int(url.group(1)) == GATEWAY_PORT and url.group(2) in GATEWAY_ROUTES
     assert gw["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_compose_webhook_sender_matches_its_code():
+    svc = compose()["services"]["webhooks"]
+    args = toolq_args(svc["command"])
+    assert args.command == "webhooks" and args.metrics_port
+    assert set(svc["environment"]) == WEBHOOK_ENV | {"TOOLQ_REDIS_URL"}
+    for name in WEBHOOK_ENV:
+        assert name.removeprefix("TOOLQ_WEBHOOK_").lower() in SenderSettings.model_fields, name
+    url = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", healthcheck_code(svc["healthcheck"]["test"]))
+    assert int(url.group(1)) == args.metrics_port
+    assert svc["build"]["dockerfile"] == "deploy/Dockerfile.gateway"
+    assert "COPY webhooks webhooks" in dockerfile("Dockerfile.gateway")
 
 
 def test_compose_runs_one_worker_per_gpu():

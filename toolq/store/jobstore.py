@@ -43,7 +43,7 @@ from toolq.protocol import (
     new_job_id,
     now_ms,
 )
-from toolq.store import arq_link, keys
+from toolq.store import arq_link, deliveries, keys
 from toolq.store.arq_link import connect
 from toolq.store.records import JobRecord
 from toolq.store.scripts import Script
@@ -220,6 +220,7 @@ class JobStore:
             max_depth=max_queue_depth,
             job_prefix=keys.JOB_PREFIX,
             wake_backlog=arq_link.WAKE_BACKLOG,
+            webhook=request.webhook.model_dump_json() if request.webhook else None,
             **arq_link.arq_job(job_id, model or "", 1, created),
             **self._fair_keys(model or "", tenant),
             fair=self.fair,
@@ -294,6 +295,7 @@ class JobStore:
             usage_prefix=keys.USAGE_PREFIX,
             prompt_tokens=usage.prompt_tokens if usage and terminal else None,
             completion_tokens=usage.completion_tokens if usage and terminal else None,
+            **deliveries.script_args(job_id, type),
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])
@@ -331,6 +333,7 @@ class JobStore:
             job_id=job_id,
             maxlen=self.stream_maxlen,
             running_prefix=keys.RUNNING_PREFIX,
+            **deliveries.script_args(job_id, EventType.requires_action),
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])

@@ -156,3 +156,33 @@ def usage_total(tenant: str) -> str:
 def usage_window(tenant: str, window: str, index: int) -> str:
     """Counter: a tenant's tokens in one window (``minute`` or ``day``, numbered from the epoch)."""
     return f"{USAGE_PREFIX}{tenant}:{window}:{index}"
+
+
+# Webhook deliveries (toolq/store/deliveries.py). emit.lua and pause.lua record a delivery in the
+# same step as the event it reports; the `toolq webhooks` process sends it.
+# Sorted set: delivery id -> when it is next due (ms, Redis's clock); for a claimed one, its lease's end.
+WEBHOOK_DUE = f"{PREFIX}:webhooks:due"
+WEBHOOK_WAKE = f"{PREFIX}:webhooks:wake"  # list pushed with every new delivery, so the sender wakes at once
+
+
+DELIVERY_PREFIX = f"{PREFIX}:webhook:"  # the claim script builds delivery keys from it
+
+
+def delivery(delivery_id: str) -> str:
+    """Hash: one delivery (job, tenant, url, type, the event it reports, status, attempts, times)."""
+    return f"{DELIVERY_PREFIX}{{{delivery_id}}}"
+
+
+def delivery_attempts(delivery_id: str) -> str:
+    """List of one delivery's attempts (JSON each: when, status code or error, duration)."""
+    return f"{PREFIX}:webhook:attempts:{{{delivery_id}}}"
+
+
+def job_deliveries(job_id: str) -> str:
+    """List of the delivery ids of one job, oldest first: the job's delivery log."""
+    return f"{PREFIX}:webhooks:job:{{{job_id}}}"
+
+
+def dead_deliveries(tenant: str) -> str:
+    """Sorted set: the tenant's deliveries that never succeeded (the dead-letter list) -> when they gave up."""
+    return f"{PREFIX}:webhooks:dead:{tenant}"

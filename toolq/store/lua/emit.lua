@@ -12,12 +12,17 @@
 --
 -- include: now.lua
 -- include: fair_keys.lua
+-- include: webhook_record.lua
 --
 -- KEYS[1] job             the job record (hash)
 -- KEYS[2] log             the job's event stream
 -- KEYS[3] job_channel     pub/sub channel of this job's events
 -- KEYS[4] all_channel     pub/sub channel of every job's events
 -- KEYS[5] leases          sorted set: running job id -> lease deadline (ms, Redis's clock)
+-- KEYS[6] webhook_due     sorted set of due webhook deliveries (webhook_record.lua)
+-- KEYS[7] webhook_wake    list that wakes the webhook sender
+-- KEYS[8] webhook_delivery  the delivery's hash, written if the job's webhook wants this event
+-- KEYS[9] webhook_job_log the job's list of delivery ids
 -- ARGV[1] head            the event's JSON up to its seq
 -- ARGV[2] tail            the event's JSON after its seq
 -- ARGV[3] terminal        '1' for final, error or cancelled
@@ -35,6 +40,8 @@
 -- ARGV[15] usage_prefix   toolq.store.keys.USAGE_PREFIX
 -- ARGV[16] prompt_tokens  the job's prompt tokens, counted with a terminal event; '' none
 -- ARGV[17] completion_tokens  the job's completion tokens; '' none
+-- ARGV[18] webhook_kind   the webhook event this event is (completed, failed, cancelled); '' none
+-- ARGV[19] webhook_id     the delivery's id (its webhook-id header)
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt,
 -- -2 not in the expected status, -3 no such job.
@@ -77,4 +84,5 @@ if terminal == '1' then
     end
   end
 end
+record_webhook(job, job_id, webhook_kind, webhook_id, webhook_delivery, webhook_due, webhook_wake, webhook_job_log, ev)
 return seq

@@ -52,6 +52,7 @@
 -- ARGV[20] max_running       the tenant's cap to record; '' leaves it, '0' no cap
 -- ARGV[21] job_tokens        the job's token cap, kept in its record; '' none
 -- ARGV[22] fair_prefix       toolq.store.keys.FAIR_PREFIX
+-- ARGV[23] webhook           the job's webhook JSON {"url", "events"} (webhook_record.lua); '' none
 --
 -- Returns {1, job id} created, {0, job id} the job the key already names, {-1, depth} the queue
 -- is at max_depth, {-2, ''} no model was given and the key names no job.
@@ -74,6 +75,7 @@ if idempotency_ttl_s ~= '' then redis.call('SET', idempotency, job_id, 'EX', ide
 redis.call('HSET', job, 'request', request, 'model', model, 'tenant', tenant, 'status', 'queued',
            'attempt', 1, 'seq', 1, 'created_ms', created_ms, 'priority', priority)
 if job_tokens ~= '' then redis.call('HSET', job, 'job_tokens', job_tokens) end
+if webhook ~= '' then redis.call('HSET', job, 'webhook', webhook) end
 local ev = head .. '1' .. tail
 redis.call('XADD', log, 'MAXLEN', '~', maxlen, '1-0', 'e', ev)
 redis.call('PUBLISH', job_channel, ev)
