@@ -10,12 +10,13 @@ import structlog
 from fastapi import FastAPI
 from redis.exceptions import RedisError
 
-from gateway import actions, catalog, errors, health, jobs
+from gateway import actions, catalog, errors, health, jobs, threads
 from gateway.auth import KeyRing
 from gateway.fleet import FleetView
 from gateway.limits import BodySizeLimit
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.openai import chat as openai_chat
+from gateway.openai import conversations as openai_conversations
 from gateway.openai import errors as openai_errors
 from gateway.openai import responses as openai_responses
 from gateway.settings import GatewaySettings
@@ -89,8 +90,10 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     openai_errors.install(app)  # after errors.install: it wraps those handlers for the OpenAI paths
     app.include_router(jobs.router)
     app.include_router(actions.router)
+    app.include_router(threads.router)
     app.include_router(openai_chat.router)
     app.include_router(openai_responses.router)
+    app.include_router(openai_conversations.router)
     app.include_router(catalog.router)
     app.include_router(health.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)

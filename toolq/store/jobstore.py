@@ -44,6 +44,7 @@ from toolq.protocol import (
 from toolq.store import arq_link, keys
 from toolq.store.arq_link import connect
 from toolq.store.scripts import Script
+from toolq.store.thread_ending import ending_messages
 
 __all__ = ["JobEnded", "JobNotFound", "JobStore", "NotSubmitted", "QueueAtLimit", "connect"]
 
@@ -261,6 +262,10 @@ class JobStore:
             job_id=job_id,
             lease_ms=lease_ms,
             now_ms=ts,
+            # a thread run's end also appends to its thread (toolq/store/threads.py)
+            thread_messages=await ending_messages(self.redis, job_id, type, result) if terminal else None,
+            thread_prefix=keys.THREAD_PREFIX,
+            job_prefix=keys.JOB_PREFIX,
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])

@@ -4,6 +4,9 @@
 -- refused once a newer attempt owns the job (its worker lost its lease).
 --
 -- include: now.lua
+-- include: arq_enqueue.lua
+-- include: thread_turns.lua
+-- include: thread_end.lua
 --
 -- KEYS[1] job             the job record (hash)
 -- KEYS[2] log             the job's event stream
@@ -23,6 +26,9 @@
 -- ARGV[11] job_id         the job's id (its member in leases)
 -- ARGV[12] lease_ms       set the lease this long from now; '' leaves it
 -- ARGV[13] now_ms         the writer's time, stored as finished_ms
+-- ARGV[14] thread_messages  a thread run's messages for its thread (thread_end.lua); '' none
+-- ARGV[15] thread_prefix  toolq.store.keys.THREAD_PREFIX
+-- ARGV[16] job_prefix     toolq.store.keys.JOB_PREFIX
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt,
 -- -2 not in the expected status, -3 no such job.
@@ -45,5 +51,6 @@ if terminal == '1' then
   redis.call('ZREM', leases, job_id)
   redis.call('EXPIRE', job, ttl_s)
   redis.call('EXPIRE', log, ttl_s)
+  thread_end(job, job_id, status, thread_messages, thread_prefix, job_prefix)
 end
 return seq
