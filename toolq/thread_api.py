@@ -111,8 +111,8 @@ class RunRequest(JobRequest):
     """A run: ``messages`` is the new input; the job sees the thread's messages before it."""
 
     multitask_strategy: Strategy = Field(
-        default="reject",
-        description="when a run is active: reject (409), enqueue (after it), interrupt (stop it, keep "
+        default="enqueue",  # LangGraph's default too
+        description="when a run is active: enqueue (after it; the default), reject (409), interrupt (stop it, keep "
         "its partial history), rollback (stop it, drop its history)",
     )
     partial_history: bool = Field(

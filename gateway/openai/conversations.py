@@ -108,7 +108,8 @@ def messages_of(items: list[dict[str, Any]], param: str) -> list[Message]:
     try:
         return input_messages(items)
     except OpenAIError as e:  # input_messages names the field "input[i]": name this request's
-        raise OpenAIError(400, e.message.replace("input[", f"{param}["), param=param) from None
+        where = (e.field or "input").replace("input", param, 1)
+        raise OpenAIError(400, e.message.replace("input[", f"{param}[", 1), param=where) from None
 
 
 async def _messages(state: GatewayState, tenant: str, cid: str) -> list[tuple[str, Message]]:

@@ -30,9 +30,7 @@ from toolq.protocol import EventType, JobRequest, Message, new_job_id, now_ms
 from toolq.store import arq_link, keys
 from toolq.store.jobstore import JobStore, _event_parts
 from toolq.store.scripts import Script
-
-Strategy = Literal["reject", "enqueue", "interrupt", "rollback"]
-STRATEGIES: tuple[str, ...] = ("reject", "enqueue", "interrupt", "rollback")
+from toolq.thread_api import Strategy
 
 
 def new_thread_id() -> str:
@@ -255,7 +253,7 @@ class ThreadStore:
         request: JobRequest,
         *,
         model: str,
-        strategy: Strategy = "reject",
+        strategy: Strategy = "enqueue",
         keep_partial: bool = False,
         lead: int = 0,
     ) -> RunPlaced:
