@@ -84,7 +84,8 @@ def check(response, case) -> None:
     ctype = response.headers.get("content-type") or [""]  # schemathesis keeps every value of a header
     if response.status_code >= 400 and ctype[0].startswith("application/json"):
         error = response.json()["error"]
-        if case.path.startswith(("/v1/chat/", "/v1/responses", "/v1/conversations")):  # OpenAI's shape: code may be null
+        # OpenAI's shape: code may be null
+        if case.path.startswith(("/v1/chat/", "/v1/responses", "/v1/conversations")):
             assert error["type"] and error["message"] and "param" in error
         else:
             assert error["code"] and error["message"]
