@@ -68,6 +68,7 @@ from toolq import errors
 from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.client_tools import Approver, ClientTools
 from toolq.protocol import ActionKind, Event, EventType, JobRequest, JobResult, JobStatus, Message, PendingAction
+from toolq.thread_client import SyncThreadMethods, ThreadMethods
 
 if TYPE_CHECKING:
     from toolq.store.jobstore import JobStore
@@ -103,7 +104,7 @@ def build_request(request: JobRequest | str | None = None, **fields: Any) -> Job
     raise TypeError(f"submit() takes a JobRequest or a prompt string, not {type(request).__name__}")
 
 
-class Client:
+class Client(ThreadMethods):
     """Async SDK. HTTP mode over the gateway by default; Redis mode with ``redis_url``."""
 
     def __init__(
@@ -409,7 +410,7 @@ def _is_redis_outage(exc: BaseException) -> bool:
     return isinstance(exc, (RedisConnectionError, RedisTimeoutError))
 
 
-class SyncClient:
+class SyncClient(SyncThreadMethods):
     """Blocking facade over Client for scripts: the async client runs on a private event loop in a
     background thread, so it also works where a loop is already running (a notebook)."""
 

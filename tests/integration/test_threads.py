@@ -282,3 +282,51 @@ def test_a_page_after_an_unknown_message_is_a_422_naming_after(http):
     tid = new_thread(http, messages=[user("a")])
     r = http.get(f"/v1/threads/{tid}", params={"after": "msg_nope"})
     assert r.status_code == 422 and r.json()["error"]["field"] == "after"
+
+
+def test_the_sdk_runs_a_thread_and_reads_it_back(env):
+    from toolq import errors
+    from toolq.client import SyncClient
+
+    gw, _ = env
+    with SyncClient(gw.url, "t-key") as client:
+        t = client.create_thread(metadata={"via": "sdk"}, messages=[{"role": "system", "content": "Be brief."}])
+        accepted = client.run_thread(t.id, "hello")
+        assert accepted.thread_id == t.id and accepted.state == "started"
+        assert client._run(client._client.result(accepted.job_id, timeout=30)).content == "ok"
+        assert [(m.role, m.content) for m in client.thread_messages(t.id)] == [
+            ("system", "Be brief."),
+            ("user", "hello"),
+            ("assistant", "ok"),
+        ]
+        assert client.thread(t.id).message_count == 3 and t.id in [x.id for x in client.threads().data]
+        assert client.delete_thread(t.id).deleted
+        with pytest.raises(errors.ThreadNotFoundError):
+            client.thread(t.id)
+
+
+def test_the_cli_creates_runs_shows_and_deletes_a_thread(env):
+    import subprocess
+    import sys
+
+    gw, _ = env
+
+    def toolq(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "toolq", "threads", *args, "--url", gw.url, "--api-key", "t-key"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    made = toolq("create", "--metadata", "via=cli", "--ttl", "3600")
+    assert made.returncode == 0, made.stderr
+    tid = json.loads(made.stdout)["id"]
+    answered = toolq("run", tid, "hello there")
+    assert answered.returncode == 0 and answered.stdout.strip() == "ok", answered.stderr
+    shown = json.loads(toolq("show", tid).stdout)
+    assert shown["metadata"] == {"via": "cli"} and [m["content"] for m in shown["messages"]] == ["hello there", "ok"]
+    assert tid in toolq("list").stdout
+    assert toolq("delete", tid).returncode == 0
+    missing = toolq("show", tid)
+    assert missing.returncode == 2 and "not found" in missing.stderr
