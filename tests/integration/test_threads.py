@@ -330,3 +330,17 @@ def test_the_cli_creates_runs_shows_and_deletes_a_thread(env):
     assert toolq("delete", tid).returncode == 0
     missing = toolq("show", tid)
     assert missing.returncode == 2 and "not found" in missing.stderr
+
+
+def test_a_thread_with_a_ttl_does_not_expire_while_a_run_is_active(http, env):
+    _, url = env
+    r = redis.Redis.from_url(url)
+    tid = new_thread(http, ttl_s=60)
+    active = run(http, tid, "SLOW").json()["job_id"]
+    run(http, tid, "next", "enqueue")
+    assert r.ttl(keys.thread(tid)) == -1 and r.ttl(keys.thread_waiting(tid)) == -1  # kept while busy
+    wait_end(http, active)
+    deadline = time.monotonic() + 20
+    while r.hget(keys.thread(tid), "active") != b"" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert 0 < r.ttl(keys.thread(tid)) <= 60 and 0 < r.ttl(keys.thread_messages(tid)) <= 60
