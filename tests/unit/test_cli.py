@@ -66,7 +66,9 @@ def test_service_commands_register_without_importing_the_services():
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     commands, heavy = done.stdout.splitlines()
-    assert commands == str(sorted(["demo", "events", "gateway", "parse", "render", "submit", "tools", "worker"]))
+    assert commands == str(
+        sorted(["demo", "events", "gateway", "parse", "render", "submit", "threads", "tools", "worker"])
+    )
     assert heavy == "[]"
 
 
