@@ -23,6 +23,7 @@ from gateway.openai.errors import OpenAIError
 from gateway.openai.responses_request import ConversationRef, input_messages
 from gateway.state import GatewayState, State
 from gateway.threads import threads_of
+from toolq.errors import InvalidRequest
 from toolq.protocol import JobRequest, Message
 from toolq.store.threads import RunRejected, ThreadInfo, ThreadNotFound
 from toolq.thread_api import MAX_PAGE, check_metadata, page
@@ -188,7 +189,7 @@ async def list_items(
     items = [(it["id"], it) for i, m in await _messages(state, tenant, conversation_id) for it in items_of(i, m)]
     try:
         chosen, more = page(items, after=after, limit=limit, order=order)
-    except Exception:
+    except InvalidRequest:
         raise OpenAIError(400, f"after: no item {after!r} in this conversation", param="after") from None
     return item_list([it for _, it in chosen], more)
 
