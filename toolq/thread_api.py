@@ -119,6 +119,13 @@ class RunRequest(JobRequest):
         default=False, description="append what this run did to the thread even if it fails or is cancelled"
     )
 
+    @field_validator("idempotency_key")
+    @classmethod
+    def _no_idempotency(cls, v: str | None) -> str | None:
+        if v is not None:
+            raise ValueError("runs on a thread take no idempotency key (a retried run is a new run)")
+        return v
+
     def job(self) -> JobRequest:
         return JobRequest.model_validate(self.model_dump(exclude={"multitask_strategy", "partial_history"}))
 

@@ -267,6 +267,7 @@ def test_deleting_a_thread_cancels_its_runs(http):
         ("RUN", {"messages": []}, "messages"),
         ("RUN", {"messages": [{"role": "user", "content": "x"}], "multitask_strategy": "later"}, "multitask_strategy"),
         ("RUN", {"messages": [{"role": "user", "content": "x"}], "model": "nope"}, "model"),
+        ("RUN", {"messages": [{"role": "user", "content": "x"}], "idempotency_key": "k"}, "idempotency_key"),
     ],
 )
 def test_bad_input_is_a_4xx_that_names_the_field(http, path, body, field):
