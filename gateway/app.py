@@ -10,12 +10,13 @@ import structlog
 from fastapi import FastAPI
 from redis.exceptions import RedisError
 
-from gateway import actions, catalog, deliveries, errors, health, jobs, usage
+from gateway import actions, catalog, deliveries, errors, health, jobs, threads, usage
 from gateway.auth import KeyRing
 from gateway.fleet import FleetView
 from gateway.limits import BodySizeLimit
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.openai import chat as openai_chat
+from gateway.openai import conversations as openai_conversations
 from gateway.openai import errors as openai_errors
 from gateway.openai import responses as openai_responses
 from gateway.settings import GatewaySettings
@@ -92,8 +93,10 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
     app.include_router(jobs.router)
     app.include_router(actions.router)
     app.include_router(deliveries.router)
+    app.include_router(threads.router)
     app.include_router(openai_chat.router)
     app.include_router(openai_responses.router)
+    app.include_router(openai_conversations.router)
     app.include_router(catalog.router)
     app.include_router(health.router)
     app.include_router(usage.router)

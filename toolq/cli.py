@@ -150,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     from toolq.services.commands import register as register_tools  # it imports CommandError from here
 
     register_tools(sub)
+    from toolq.thread_commands import register as register_threads
+
+    register_threads(sub)
 
     s = sub.add_parser("submit", help="submit a prompt and follow the job")
     s.add_argument("prompt")

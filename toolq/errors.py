@@ -79,6 +79,12 @@ class JobNotFoundError(NotFound):
     code = "job_not_found"
 
 
+class ThreadNotFoundError(NotFound):
+    """No such thread for this caller (never created, expired, deleted, or another tenant's)."""
+
+    code = "thread_not_found"
+
+
 class Conflict(ToolqError):
     """The job is not in a state that allows this (HTTP 409); the job is unchanged."""
 
@@ -97,6 +103,12 @@ class NotPaused(Conflict):
 
 class JobAlreadyEnded(Conflict):
     code = "job_ended"
+
+
+class RunActive(Conflict):
+    """A run on a thread with multitask_strategy ``reject`` while another run is active."""
+
+    code = "run_active"
 
 
 class BodyTooLarge(ToolqError):
@@ -150,6 +162,8 @@ BY_CODE: dict[str, type[ToolqError]] = {
         AlreadyAnswered,
         NotPaused,
         JobAlreadyEnded,
+        ThreadNotFoundError,
+        RunActive,
         BodyTooLarge,
         QueueFull,
         BudgetExhausted,

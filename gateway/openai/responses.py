@@ -19,6 +19,7 @@ from starlette.responses import Response
 from gateway.auth import Tenant
 from gateway.openai import errors
 from gateway.openai.chat import CLIENT_CLOSED, JOB_HEADER
+from gateway.openai.conversations import run_in_conversation
 from gateway.openai.models import check_model
 from gateway.openai.responses_request import ResponsesRequest, to_job
 from gateway.openai.responses_shapes import from_job
@@ -72,7 +73,11 @@ async def create_response(body: ResponsesRequest, request: Request, tenant: Tena
     earlier = await _transcript(state, tenant, body.previous_response_id) if body.previous_response_id else []
     job = to_job(body, earlier)
     await check_model(state, body.model)
-    job_id, model = await submit(state, job, tenant)
+    if body.conversation is not None:
+        instructions = 1 if body.instructions else 0
+        job_id, model = await run_in_conversation(state, tenant, body.conversation, job, instructions=instructions)
+    else:
+        job_id, model = await submit(state, job, tenant)
     stored = StoredResponse(
         id=new_response_id(),
         job_id=job_id,

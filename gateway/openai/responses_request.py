@@ -10,7 +10,7 @@ accepted and ignored as there; any other field is a 400 naming it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -59,6 +59,10 @@ class TextConfig(_Strict):
     verbosity: Literal["medium"] | None = None  # the default; other values change the answer
 
 
+class ConversationRef(_Strict):
+    id: str = Field(min_length=1, max_length=128)
+
+
 class ResponsesRequest(_Strict, OpenAIHints):
     model: str = Field(min_length=1, max_length=256)
     input: str | list[dict[str, Any]]
@@ -69,6 +73,8 @@ class ResponsesRequest(_Strict, OpenAIHints):
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     previous_response_id: str | None = Field(default=None, max_length=128)
+    # a conversation (gateway/openai/conversations.py) as its id or {"id": ...}
+    conversation: Annotated[str, Field(min_length=1, max_length=128)] | ConversationRef | None = None
     background: bool | None = None
     stream: bool | None = None
     text: TextConfig | None = None
@@ -77,6 +83,12 @@ class ResponsesRequest(_Strict, OpenAIHints):
     top_p: float | None = None
     truncation: Literal["disabled"] | None = None
     toolq: ToolqOptions | None = None
+
+    @model_validator(mode="after")
+    def _one_history(self) -> ResponsesRequest:
+        if self.conversation is not None and self.previous_response_id is not None:
+            raise ValueError("conversation and previous_response_id cannot be used together")
+        return self
 
     @field_validator("top_p")
     @classmethod

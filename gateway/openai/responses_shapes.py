@@ -98,6 +98,7 @@ def response_object(
         "output": output or [],
         "parallel_tool_calls": req.get("parallel_tool_calls", True),
         "previous_response_id": req.get("previous_response_id"),
+        "conversation": conversation_ref(req.get("conversation")),
         "temperature": req.get("temperature"),
         "text": text,
         "tool_choice": req.get("tool_choice") or "auto",
@@ -109,6 +110,13 @@ def response_object(
         "user": req.get("user"),
         "store": True,
     }
+
+
+def conversation_ref(given: Any) -> dict[str, str] | None:
+    """The request's ``conversation`` (an id or {"id": ...}) as a Response echoes it."""
+    if given is None:
+        return None
+    return {"id": given if isinstance(given, str) else str(given["id"])}
 
 
 def error_of(error: ErrorData | ErrorInfo) -> dict[str, Any]:

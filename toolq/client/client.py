@@ -14,6 +14,7 @@ import httpx
 from toolq import errors
 from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.client.http_transport import HttpTransport
+from toolq.client.threads import ThreadMethods
 from toolq.client.transport import Retryable, StreamEnded, Transport
 from toolq.client_tools import Approver, ClientTools
 from toolq.payloads import RequiresActionData
@@ -38,7 +39,7 @@ def build_request(request: JobRequest | str | None = None, **fields: Any) -> Job
     raise TypeError(f"submit() takes a JobRequest or a prompt string, not {type(request).__name__}")
 
 
-class Client:
+class Client(ThreadMethods):
     """Async SDK. HTTP mode over the gateway by default; Redis mode with ``redis_url``; or any
     ``transport``."""
 

@@ -47,6 +47,7 @@ from toolq.store import arq_link, deliveries, keys
 from toolq.store.arq_link import connect
 from toolq.store.records import JobRecord
 from toolq.store.scripts import Script
+from toolq.store.thread_ending import ending_messages
 from toolq.tenants import TenantPolicy
 
 __all__ = ["JobEnded", "JobNotFound", "JobStore", "NotSubmitted", "QueueAtLimit", "connect"]
@@ -296,6 +297,10 @@ class JobStore:
             prompt_tokens=usage.prompt_tokens if usage and terminal else None,
             completion_tokens=usage.completion_tokens if usage and terminal else None,
             **deliveries.script_args(job_id, type),
+            # a thread run's end also appends to its thread (toolq/store/threads.py)
+            thread_messages=await ending_messages(self.redis, job_id, type, result) if terminal else None,
+            thread_prefix=keys.THREAD_PREFIX,
+            job_prefix=keys.JOB_PREFIX,
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])

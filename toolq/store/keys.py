@@ -186,3 +186,42 @@ def job_deliveries(job_id: str) -> str:
 def dead_deliveries(tenant: str) -> str:
     """Sorted set: the tenant's deliveries that never succeeded (the dead-letter list) -> when they gave up."""
     return f"{PREFIX}:webhooks:dead:{tenant}"
+
+
+# Threads (toolq/store/threads.py): a conversation kept on the server. A thread's keys share the
+# hash tag ``{thread_id}``. The scripts that end a run (toolq/store/lua/thread_end.lua, included by
+# emit.lua) build them from THREAD_PREFIX and the thread id the run's record names.
+THREAD_PREFIX = f"{PREFIX}:thread:"
+
+
+def thread(thread_id: str) -> str:
+    """Hash: tenant, metadata, TTL, created_ms, the active run (``active``), an arrival counter."""
+    return f"{THREAD_PREFIX}{{{thread_id}}}"
+
+
+def thread_messages(thread_id: str) -> str:
+    """List: the thread's messages, one Message JSON per element, oldest first."""
+    return f"{thread(thread_id)}:messages"
+
+
+def thread_ids(thread_id: str) -> str:
+    """List: the id of each message, aligned with ``thread_messages`` (conversation item ids)."""
+    return f"{thread(thread_id)}:ids"
+
+
+def thread_waiting(thread_id: str) -> str:
+    """Sorted set: runs waiting for the active one to end, scored by their turn."""
+    return f"{thread(thread_id)}:waiting"
+
+
+def thread_runs(thread_id: str) -> str:
+    """List: the ids of the thread's runs, oldest first (a rolled-back run is taken out)."""
+    return f"{thread(thread_id)}:runs"
+
+
+def threads(tenant: str) -> str:
+    """Sorted set: a tenant's thread ids by creation time (members whose thread expired are stale)."""
+    return f"{PREFIX}:threads:{tenant}"
+
+
+CANCEL_PREFIX = f"{PREFIX}:cancel:"  # thread_run.lua builds a run's cancel key from it: see cancel()

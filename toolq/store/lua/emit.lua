@@ -13,6 +13,9 @@
 -- include: now.lua
 -- include: fair_keys.lua
 -- include: webhook_record.lua
+-- include: arq_enqueue.lua
+-- include: thread_turns.lua
+-- include: thread_end.lua
 --
 -- KEYS[1] job             the job record (hash)
 -- KEYS[2] log             the job's event stream
@@ -42,6 +45,9 @@
 -- ARGV[17] completion_tokens  the job's completion tokens; '' none
 -- ARGV[18] webhook_kind   the webhook event this event is (completed, failed, cancelled); '' none
 -- ARGV[19] webhook_id     the delivery's id (its webhook-id header)
+-- ARGV[20] thread_messages  a thread run's messages for its thread (thread_end.lua); '' none
+-- ARGV[21] thread_prefix  toolq.store.keys.THREAD_PREFIX
+-- ARGV[22] job_prefix     toolq.store.keys.JOB_PREFIX
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt,
 -- -2 not in the expected status, -3 no such job.
@@ -83,6 +89,7 @@ if terminal == '1' then
       redis.call('HINCRBY', total, 'jobs', 1)
     end
   end
+  thread_end(job, job_id, status, thread_messages, thread_prefix, job_prefix)
 end
 record_webhook(job, job_id, webhook_kind, webhook_id, webhook_delivery, webhook_due, webhook_wake, webhook_job_log, ev)
 return seq
