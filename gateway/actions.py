@@ -13,7 +13,8 @@ from gateway.jobs import JobId, owned
 from gateway.state import GatewayState, State
 from toolq.api import ApprovalDecision, ErrorBody, JobView, ToolResult
 from toolq.errors import JobNotFoundError
-from toolq.protocol import MAX_ANSWERS, ActionKind
+from toolq.limits import MAX_ANSWERS
+from toolq.protocol import ActionKind
 from toolq.store.jobstore import JobNotFound
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])

@@ -10,9 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from toolq.limits import MAX_REASON_CHARS, MAX_TOOL_RESULT_BYTES
 from toolq.protocol import (
-    MAX_REASON_CHARS,
-    MAX_TOOL_RESULT_BYTES,
     JobResult,
     JobStatus,
     RequiredAction,

@@ -2,7 +2,8 @@
 
 The gateway turns them into ``{"error": {"code", "message", "field"}}`` answers; the client SDK turns
 those answers back into the same classes, and raises them directly in its Redis mode, so a
-caller catches ``UnknownModel`` whether it talks HTTP or Redis.
+caller catches ``UnknownModel`` whether it talks HTTP or Redis. ``CommandError`` is the one
+error of the command line.
 """
 
 from __future__ import annotations
@@ -188,3 +189,9 @@ def from_response(status: int, body: Any, headers: dict[str, str] | None = None)
     exc = cls(message, field=err.get("field"), code=code)
     exc.status = status
     return exc
+
+
+class CommandError(Exception):
+    """Input a `toolq` command cannot work with (a bad flag, setting or file). The CLI front
+    (``toolq/commands/cli.py``) prints the message as one line and exits with status 2; any room's
+    command handler may raise it without importing the CLI."""

@@ -123,6 +123,7 @@ class ErrorData(EventData):
     type = EventType.error
     code: str = "internal"  # an ErrorCode's value; a str so that a code newer than this reader still reads
     message: str = ""
+    usage: Usage | None = None  # with budget_exceeded: the tokens the job used
 
 
 class CancelledData(EventData):

@@ -3,6 +3,10 @@
 Everything that crosses Redis or HTTP is one of these models, serialized as JSON (events,
 results, job records) or msgpack (arq payloads); never pickle. Change a shape only on purpose
 and bump PROTOCOL_VERSION with it.
+
+A leaf of the house: besides pydantic and jsonschema it imports only its sizes
+(``toolq/limits.py``) and the tool-definition checks (``toolq/definitions.py``), which import
+nothing of the house either.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from urllib.parse import urlsplit
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from toolq.tools.schemas import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, check_parameters, check_tool_name
+from toolq.definitions import check_parameters, check_tool_name
+from toolq.limits import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, MAX_STOP, MAX_TOOLS
 
 PROTOCOL_VERSION = 1
 
@@ -118,7 +123,6 @@ ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 # Where a tool call runs: the worker's own registry, a tool service (toolq.ToolService, over Redis),
 # the caller (the job pauses until the result is posted), or an MCP server a worker or service holds.
 Where = Literal["worker", "service", "client", "mcp"]
-MAX_TOOLS = 128  # tools in one request, as OpenAI allows
 
 
 class FunctionSpec(_Model):
@@ -181,7 +185,6 @@ class FunctionTool(_Model):
 
 
 ToolRef = str | FunctionTool
-MAX_STOP = 4  # stop sequences in one request, as OpenAI allows
 
 
 class ResponseFormat(_Model):
@@ -419,12 +422,6 @@ class Timings(_Model):
     tools_ms: float = 0.0
     total_ms: float = 0.0
 
-
-# What a caller may post to a paused job: results are untrusted text (the worker tokenizes them as
-# plain text), bounded in size; one post answers at most this many calls.
-MAX_TOOL_RESULT_BYTES = 256 * 1024
-MAX_ANSWERS = MAX_TOOLS
-MAX_REASON_CHARS = 4096
 
 ActionKind = Literal["client", "approval"]
 

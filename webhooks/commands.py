@@ -13,7 +13,7 @@ import asyncio
 import sys
 from typing import Any
 
-from toolq.cli import CommandError
+from toolq.errors import CommandError
 
 
 def register(subparsers: Any) -> None:

@@ -10,7 +10,8 @@ import structlog
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from toolq.cli import CommandError, validation_message
+from toolq.errors import CommandError
+from toolq.field_errors import validation_message
 from toolq.logs import configure_logging
 from toolq.store.arq_link import connect
 from toolq.store.deliveries import Deliveries

@@ -30,11 +30,11 @@ from toolq.store.fair import FairQueue
 from toolq.store.jobstore import JobStore
 from toolq.store.leases import Leases
 from toolq.tools import load_tool_modules
+from worker.conversation import ConversationLoop
 from worker.formats.choice import choose_format
 from worker.generation import Engine
 from worker.heartbeat import deregister, heartbeat
 from worker.jobrun import run_job
-from worker.loop import ConversationLoop
 from worker.settings import WorkerSettings
 from worker.sources.registry import RegistrySource
 from worker.sources.services import ServiceSource

@@ -15,18 +15,18 @@ from __future__ import annotations
 import asyncio
 
 from toolq.protocol import Usage
+from toolq.store.records import JobRecord
 from toolq.tenants import TenantPolicy, policy_of
+from worker.endings import StopCause
 from worker.state import RunningJob
 
 BUDGET_POLL_S = 0.05
-STOPPED = "budget_exceeded"  # RunningJob.why_stopped
 
 
-def job_token_cap(record: dict[str, str], tenants: dict[str, TenantPolicy]) -> int | None:
-    stamped = record.get("job_tokens")
-    if stamped:
-        return int(stamped)
-    return policy_of(tenants, record.get("tenant", "")).job_tokens
+def job_token_cap(record: JobRecord, tenants: dict[str, TenantPolicy]) -> int | None:
+    if record.job_tokens is not None:
+        return record.job_tokens
+    return policy_of(tenants, record.tenant).job_tokens
 
 
 def tokens(usage: Usage) -> int:
@@ -50,6 +50,6 @@ async def watch_budget(running: RunningJob, usage: Usage, cap: int | None) -> No
         return
     while not running.task.done():
         if over_budget(usage, cap):
-            running.interrupt(STOPPED)
+            running.interrupt(StopCause.budget_exceeded)
             return
         await asyncio.sleep(BUDGET_POLL_S)

@@ -19,7 +19,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gateway.openai.errors import OpenAIError, describe_validation
-from toolq.protocol import MAX_STOP, FunctionSpec, FunctionTool, JobRequest, NamedToolChoice, Webhook
+from toolq.limits import MAX_STOP
+from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, NamedToolChoice, Webhook
 
 
 class _Strict(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.test_loop import Sink, make_loop, req
+from tests.unit.conversation.test_loop import Sink, make_loop, req
 from toolq.protocol import JobRequest, ResponseFormat
 from toolq.tools import ToolRegistry
 from worker.answer_format import AnswerFormatError, answer_grammar, answer_problem

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from toolq import cli
+from toolq.commands import cli
 from toolq.local import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def rules(tmp_path: Path) -> str:
 
 def test_service_commands_register_without_importing_the_services():
     code = (
-        "import sys; from toolq.cli import build_parser; p = build_parser(); "
+        "import sys; from toolq.commands.cli import build_parser; p = build_parser(); "
         "sub = next(a for a in p._actions if a.dest == 'command'); print(sorted(sub.choices)); "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'llama_cpp', 'fastapi', 'uvicorn', 'starlette', "
         "'jinja2', 'sse_starlette'}))"

@@ -21,7 +21,7 @@ import yaml
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from toolq.api import ModelView
-from toolq.cli import build_parser
+from toolq.commands.cli import build_parser
 from toolq.store import keys
 from webhooks.settings import SenderSettings
 from worker.settings import WorkerSettings

@@ -8,8 +8,8 @@ import json
 import toolq.tools.registry as registry_module
 from toolq.protocol import JobRequest, Message
 from toolq.tools import ToolRegistry
+from worker.conversation import ConversationLoop
 from worker.formats import get_format
-from worker.loop import ConversationLoop
 from worker.scripted import ScriptedEngine
 from worker.templates import TEMPLATES_DIR, ChatTemplate
 

@@ -1,4 +1,4 @@
-"""Tool definitions in a request (toolq/protocol.py FunctionTool, toolq/tools/schemas.py): every
+"""Tool definitions in a request (toolq/protocol.py FunctionTool, toolq/definitions.py): every
 bad one is refused with a message that names the tool and the problem."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from toolq.protocol import MAX_TOOLS, JobRequest, Message
+from toolq.limits import MAX_TOOLS
+from toolq.protocol import JobRequest, Message
 from toolq.tools.schema_tool import SchemaTool
 
 

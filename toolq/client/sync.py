@@ -22,6 +22,8 @@ class SyncClient(SyncThreadMethods):
     """Blocking facade over Client for scripts: the async client runs on a private event loop in a
     background thread, so it also works where a loop is already running (a notebook)."""
 
+    _client: Client
+
     def __init__(self, url: str | None = None, api_key: str | None = None, *, redis_url: str | None = None, **kw: Any):
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="toolq-sync-client", daemon=True)

@@ -5,16 +5,13 @@ uses ``_client`` and ``_run``). Threads live behind the gateway: a Redis-mode cl
 from __future__ import annotations
 
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from toolq.client.http_transport import HttpTransport
 from toolq.client.transport import Transport
 from toolq.errors import InvalidRequest
 from toolq.protocol import Message
 from toolq.thread_api import MessagePage, RunAccepted, Strategy, ThreadDeleted, ThreadList, ThreadView
-
-if TYPE_CHECKING:
-    from toolq.client.client import Client
 
 Order = Literal["asc", "desc"]
 T = TypeVar("T")
@@ -107,7 +104,7 @@ class ThreadMethods:
 class SyncThreadMethods:
     """SyncClient's thread methods: the same, blocking."""
 
-    _client: Client
+    _client: ThreadMethods  # the async Client underneath
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         raise NotImplementedError  # SyncClient's own: runs the coroutine on the client's loop

@@ -391,7 +391,7 @@ class JobStore:
                 maxlen=self.stream_maxlen,
                 wake_backlog=arq_link.WAKE_BACKLOG,
                 **arq,
-                **self._fair_keys(model, rec.get("tenant", "")),
+                **self._fair_keys(model, rec.tenant),
                 fair=self.fair,
             )
             code, status = int(code), value.decode() if isinstance(value, bytes) else str(value)

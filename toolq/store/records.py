@@ -18,7 +18,7 @@ from typing import Any
 from toolq.api import JobAccepted, JobView, Links
 from toolq.protocol import JobRequest, JobResult, JobStatus, PendingAction, RequiredAction
 
-__all__ = ["FIELDS", "JobRecord"]
+__all__ = ["FIELDS", "SCRIPT_ONLY", "JobRecord"]
 
 # Every field of the hash, in the order the scripts first write them.
 FIELDS = (
@@ -35,6 +35,31 @@ FIELDS = (
     "terminal",
     "result",
     "finished_ms",
+    "priority",  # fair share (toolq/store/fair.py): 0 to 9 within the tenant
+    "job_tokens",  # the tenant's per-job token cap, stamped at submission (worker/budget.py)
+    "webhook",  # the job's webhook JSON {"url", "events"} (toolq/store/deliveries.py)
+    "thread",  # a run's thread, and how its end is written there (toolq/store/threads.py)
+    "thread_from",
+    "thread_keep",
+    "thread_strategy",
+)
+
+# Fields only the thread scripts read: a run's request and arq job held back until its turn
+# (toolq/store/lua/thread_run.lua writes them, thread_turns.lua builds the request from them).
+# The codec leaves them alone.
+SCRIPT_ONLY = (
+    "th_head",
+    "th_lead",
+    "th_input",
+    "th_tail",
+    "th_arq_job",
+    "th_arq_result",
+    "th_queue",
+    "th_arq_id",
+    "th_payload",
+    "th_expires_ms",
+    "th_wake",
+    "th_wake_backlog",
 )
 
 
@@ -55,6 +80,13 @@ class JobRecord:
     result_json: str = ""
     checkpoint_json: str = ""
     actions_json: str = ""
+    priority: int = 0
+    job_tokens: int | None = None
+    webhook_json: str = ""
+    thread: str = ""
+    thread_from: int | None = None
+    thread_keep: str = ""
+    thread_strategy: str = ""
 
     @classmethod
     def from_hash(cls, job_id: str, h: dict[bytes, bytes]) -> JobRecord:
@@ -74,6 +106,13 @@ class JobRecord:
             result_json=d.get("result", ""),
             checkpoint_json=d.get("checkpoint", ""),
             actions_json=d.get("actions", ""),
+            priority=int(d.get("priority") or 0),
+            job_tokens=int(d["job_tokens"]) if d.get("job_tokens") else None,
+            webhook_json=d.get("webhook", ""),
+            thread=d.get("thread", ""),
+            thread_from=int(d["thread_from"]) if d.get("thread_from") else None,
+            thread_keep=d.get("thread_keep", ""),
+            thread_strategy=d.get("thread_strategy", ""),
         )
 
     def to_hash(self) -> dict[str, str]:
@@ -92,6 +131,13 @@ class JobRecord:
             "terminal": "1" if self.terminal else "",
             "result": self.result_json,
             "finished_ms": "" if self.finished_ms is None else str(self.finished_ms),
+            "priority": str(self.priority) if self.priority else "",
+            "job_tokens": "" if self.job_tokens is None else str(self.job_tokens),
+            "webhook": self.webhook_json,
+            "thread": self.thread,
+            "thread_from": "" if self.thread_from is None else str(self.thread_from),
+            "thread_keep": self.thread_keep,
+            "thread_strategy": self.thread_strategy,
         }
         return {k: v for k, v in h.items() if v != ""}
 
@@ -155,11 +201,3 @@ class JobRecord:
         return JobAccepted(
             job_id=self.job_id, status=self.status, model=self.model, created=created, links=Links.of(self.job_id)
         )
-
-    # Transitional: worker/jobrun.py still reads the record by its hash keys (issue 16's loop rework
-    # moves it onto the attributes above; these two go then). They read the one codec's output.
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.to_hash().get(key, default)
-
-    def __getitem__(self, key: str) -> str:
-        return self.to_hash()[key]

@@ -25,7 +25,7 @@ import httpx
 import redis
 from rich.console import Console
 
-from toolq.cli import CommandError
+from toolq.errors import CommandError
 from toolq.local import free_port, redis_answers
 from toolq.protocol import EventType, JobRequest, Message
 from toolq.settings import RedisSettings
@@ -129,7 +129,7 @@ def _ready(base: str) -> bool:
 
 async def _converse(base: str, prompt: str) -> int:
     from toolq.client import Client
-    from toolq.console import print_event
+    from toolq.commands.console import print_event
 
     request = JobRequest(
         messages=[Message(role="user", content=prompt)],

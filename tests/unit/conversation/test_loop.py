@@ -1,4 +1,4 @@
-"""The conversation loop over a scripted engine: every rule in worker/loop.py's docstring.
+"""The conversation loop over a scripted engine: every rule in worker/conversation/loop.py's docstring.
 
 The format, template and tool registry are the real ones; only the model is scripted.
 """
@@ -15,9 +15,9 @@ import pytest
 
 from toolq.protocol import JobRequest, Message, ToolCall
 from toolq.tools import ToolRegistry
+from worker.conversation import Aborted, ConversationLoop, LoopState
 from worker.formats import get_format
 from worker.generation import GenerationRequest
-from worker.loop import Aborted, ConversationLoop, LoopState
 from worker.scripted import ScriptedEngine
 from worker.templates import TEMPLATES_DIR, ChatTemplate
 

@@ -1,4 +1,4 @@
-"""Calls that wait on the caller (worker/loop.py): client tools and approvals pause the loop with
+"""Calls that wait on the caller (worker/conversation/): client tools and approvals pause the loop with
 ``requires_action``; resuming with the caller's answers finishes the turn and goes on."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_loop import Sink, call, make_loop
+from tests.unit.conversation.test_loop import Sink, call, make_loop
 from toolq.protocol import FunctionTool, JobRequest, Message
 from toolq.tools import ToolRegistry
-from worker.loop import LoopState
+from worker.conversation import LoopState
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ import asyncio
 import json
 from typing import Any
 
-from toolq.cli import CommandError
+from toolq.commands.gateway_url import check_gateway_url
+from toolq.errors import CommandError
 
 STRATEGIES = ("enqueue", "reject", "interrupt", "rollback")
 
@@ -89,7 +90,6 @@ async def _threads(args: argparse.Namespace) -> int:
 
 
 def cmd_threads(args: argparse.Namespace) -> int:
-    from toolq.cli import _check_gateway_url
 
-    _check_gateway_url(args.url)
+    check_gateway_url(args.url)
     return asyncio.run(_threads(args))

@@ -1,4 +1,7 @@
-"""Checking a caller's tool definition: its name, and its ``parameters`` as a JSON Schema.
+"""A tool definition as the wire and the model see it: its name rule, its ``parameters`` checked as
+a JSON Schema, and the OpenAI function spec it is shown as. The protocol checks a caller's
+definitions with it, and the tool package builds its specs with it, so it imports nothing of the
+house.
 
 The schema is checked with jsonschema's Draft 2020-12 metaschema, not by hand. What a grammar
 cannot express (``minimum``, ``pattern``, ``format``, ...) is still enforced: the arguments the
@@ -18,12 +21,12 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-__all__ = ["MAX_DESCRIPTION", "MAX_SCHEMA_BYTES", "NAME_RE", "check_parameters", "check_tool_name", "function_spec"]
+from toolq.limits import MAX_SCHEMA_BYTES
+
+__all__ = ["NAME_RE", "check_parameters", "check_tool_name", "function_spec"]
 
 # OpenAI's rule for function names; it also keeps names safe inside GBNF string literals.
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-MAX_DESCRIPTION = 4096  # characters of a tool's description
-MAX_SCHEMA_BYTES = 32 * 1024  # a tool's parameters, as compact JSON
 
 
 def function_spec(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ when run. So `toolq submit` never loads llama.cpp or FastAPI, and an install wit
 runs every other command; the missing one says which extra to install.
 
 Bad input is answered with one line on stderr and exit status 2, never a traceback: a handler
-raises `CommandError` with the line to print.
+raises `CommandError` (``toolq/errors.py``) with the line to print.
 """
 
 from __future__ import annotations
@@ -21,57 +21,33 @@ from collections.abc import Sequence
 from importlib.metadata import EntryPoint, PackageNotFoundError, entry_points, version
 from typing import Any
 
+from toolq.commands.gateway_url import check_gateway_url
+from toolq.commands.serve_tools import register as register_tools
+from toolq.errors import CommandError
+
 COMMANDS_GROUP = "toolq.commands"
 EXIT_USAGE = 2
-
-
-class CommandError(Exception):
-    """Input a command cannot work with. `main` prints the message as one line and exits with 2."""
-
-
-def validation_message(error: Any) -> str:
-    """A pydantic ValidationError as one line that names each field: ``messages: Input should be ...``."""
-    parts = []
-    for e in error.errors():
-        where = ".".join(str(p) for p in e.get("loc", ()))
-        parts.append(f"{where}: {e['msg']}" if where else str(e["msg"]))
-    return "; ".join(parts) or str(error)
 
 
 # ---------------------------------------------------------------- commands of the public package
 
 
-def _check_gateway_url(url: str | None) -> None:
-    """A URL that is not http(s)://host fails here, not after the client's reconnect attempts."""
-    import httpx
-
-    from toolq.client import ClientSettings
-
-    url = url or ClientSettings().url
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as e:
-        raise CommandError(f"bad gateway URL {url!r}: {e}") from None
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise CommandError(f"bad gateway URL {url!r}: expected http://host:port or https://host")
-
-
 def cmd_submit(args: argparse.Namespace) -> int:
-    from toolq.console import submit_and_follow
+    from toolq.commands.console import submit_and_follow
 
-    _check_gateway_url(args.url)
+    check_gateway_url(args.url)
     return asyncio.run(submit_and_follow(args))
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    from toolq.console import follow_job
+    from toolq.commands.console import follow_job
 
-    _check_gateway_url(args.url)
+    check_gateway_url(args.url)
     return asyncio.run(follow_job(args))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from toolq.demo import run_demo
+    from toolq.commands.demo import run_demo
 
     return run_demo(args)
 
@@ -147,10 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="toolq", description="Tool-calling LLM conversations as queued jobs.")
     sub = p.add_subparsers(dest="command", required=True)
     _add_service_commands(sub)
-    from toolq.services.commands import register as register_tools  # it imports CommandError from here
-
     register_tools(sub)
-    from toolq.thread_commands import register as register_threads
+    from toolq.commands.threads import register as register_threads
 
     register_threads(sub)
 

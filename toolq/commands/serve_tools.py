@@ -1,13 +1,13 @@
 """`toolq tools serve MODULE [MODULE ...]`: serve every ``@tool`` function of the modules as a
 tool service. Part of the public package (it is the SDK's own command), so it is built into
-`toolq` rather than plugged in through an entry point."""
+`toolq` rather than plugged in through an entry point; it imports the services only when run."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from toolq.cli import CommandError
+from toolq.errors import CommandError
 
 
 def register(subparsers: Any) -> None:
