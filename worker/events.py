@@ -6,8 +6,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from toolq.payloads import MODELS, EventData, StartedData, TokenData, ToolCallData, ToolResultData
-from toolq.protocol import EventType, JobResult, JobStatus, ToolCall, Where
+from toolq.payloads import (
+    CancelledData,
+    ErrorData,
+    EventData,
+    FinalData,
+    StartedData,
+    TokenData,
+    ToolCallData,
+    ToolResultData,
+)
+from toolq.protocol import JobResult, JobStatus, ToolCall, Where
 from toolq.store.jobstore import JobStore
 from worker import metrics
 
@@ -78,15 +87,11 @@ class EventLog:
         )
         return await self._emit(data, checkpoint=checkpoint)
 
-    async def end(self, type: EventType, data: EventData | dict[str, Any], result: JobResult) -> int:
-        """The terminal event (FinalData, ErrorData or CancelledData) with the job's result. A dict
-        is read as the model of ``type`` (worker/jobrun.py still builds its data as dicts)."""
+    async def end(self, data: FinalData | ErrorData | CancelledData, result: JobResult) -> int:
+        """The terminal event with the job's result."""
         await self.flush_tokens()
-        typed = data if isinstance(data, EventData) else MODELS[type].model_validate(data)
-        if typed.type is not type:
-            raise ValueError(f"a {type.value} event cannot carry {typed.type.value} data")
-        seq = await self._emit(typed, result=result, usage=result.usage)
-        metrics.observe_result(type.value, result)
+        seq = await self._emit(data, result=result, usage=result.usage)
+        metrics.observe_result(data.type.value, result)
         return seq
 
     # ------------------------------------------------------------------ tokens

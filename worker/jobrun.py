@@ -17,7 +17,6 @@ from toolq.payloads import CancelledData, ErrorData, FinalData
 from toolq.protocol import (
     ErrorCode,
     ErrorInfo,
-    EventType,
     FunctionCall,
     JobRequest,
     JobResult,
@@ -163,7 +162,7 @@ async def _carry_out(
             final = FinalData(content=outcome.content, finish_reason=reason, iterations=ls.iterations, usage=ls.usage)
             if calls:
                 final.tool_calls = calls
-            await events.end(EventType.final, final, result)
+            await events.end(final, result)
             log.info("job finished", finish_reason=reason, iterations=ls.iterations)
             return "final"
         if isinstance(ending, Cancelled):
@@ -176,7 +175,7 @@ async def _carry_out(
                 attempt=attempt,
                 usage=running.usage,
             )
-            await events.end(EventType.cancelled, CancelledData(reason="cancelled while running"), result)
+            await events.end(CancelledData(reason="cancelled while running"), result)
             log.info("job cancelled")
             return "cancelled"
         result = JobResult(
@@ -189,7 +188,7 @@ async def _carry_out(
             attempt=attempt,
         )
         result.usage = running.usage  # the tokens this job used, counted once against its tenant
-        await events.end(EventType.error, _error_data(ending, running), result)
+        await events.end(_error_data(ending, running), result)
         log.warning("job failed", code=ending.code.value, error=ending.message)
         return "error"
     except JobEnded as e:
