@@ -18,7 +18,7 @@ import pytest
 from toolq.commands import cli
 from toolq.local import free_port
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HI = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
 TEMPLATE = "chat_templates/hermes3_tool_calling.j2"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.unit.test_cli import assert_one_line, toolq
+from tests.unit.commands.test_cli import assert_one_line, toolq
 from toolq.local import free_port
 
 
