@@ -12,8 +12,9 @@ CALL = '<tool_call>{"name": "calculate_zorbix", "arguments": {"zorb": 15, "bix":
 
 @pytest.fixture(scope="module")
 def toolq_rules():
-    # The first rule whose pattern is in the prompt gives the model's reply.
-    return [Rule("<tool_response>", "The zorbix of 15 and 7 is 22."), Rule("zorbix", CALL)]
+    # The first rule whose pattern is in the prompt gives the model's reply: once a tool result is
+    # in the conversation (the Hermes template wraps it in <tool_response>, newline), the answer.
+    return [Rule("<tool_response>\n", "The zorbix of 15 and 7 is 22."), Rule("zorbix", CALL)]
 
 
 def test_a_job_runs_the_tool_and_answers(toolq_client, toolq_stack):

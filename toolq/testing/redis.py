@@ -29,9 +29,10 @@ def redis_container(image: str = REDIS_IMAGE, network: Any = None, alias: str = 
 
 
 def wait_ready(container: Any, timeout: float = 30) -> None:
-    from testcontainers.core.waiting_utils import wait_for_logs
+    from testcontainers.core.wait_strategies import LogMessageWaitStrategy
 
-    wait_for_logs(container, READY_LINE, timeout=timeout)
+    strategy = LogMessageWaitStrategy(READY_LINE).with_startup_timeout(int(timeout)).with_poll_interval(0.1)
+    strategy.wait_until_ready(container)
 
 
 def host_url(container: Any) -> str:
