@@ -110,7 +110,7 @@ def test_zorbix_job_survives_a_sigkilled_worker_container(compose):
             messages=[{"role": "user", "content": "Calculate the zorbix of 15 and 7"}],
             tools=[ZORBIX["function"]["name"]],
             model=models[0],
-            timeout_s=240,
+            timeout_s=600,  # the real model on shared CPUs: generous
         )
         events, killed_at = [], None
         for event in client.events(job_id):
