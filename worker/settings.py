@@ -29,7 +29,9 @@ def bundled_model_path() -> Path | None:
 
 
 class WorkerSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
+    # env_ignore_empty: an empty variable means "the default" (docker-compose.yml passes TOOLQ_MODEL_PATH
+    # empty for the bundled model).
+    model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore", env_ignore_empty=True)
 
     redis_url: str = DEFAULT_REDIS_URL
 
