@@ -30,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal, Protocol
 
 import structlog
@@ -38,6 +39,7 @@ from toolq.protocol import JobRequest, Message, PendingAction, ToolCall, Usage, 
 from toolq.tools import ToolOutcome, ToolRegistry
 from worker.answer_format import AnswerFormatError, answer_grammar, answer_problem
 from worker.formats.base import ToolCallFormat, ToolDefinition
+from worker.formats.streaming import TurnReader, with_streamed_ids
 from worker.generation import Engine, GenerationRequest, GenerationResult
 from worker.sources.registry import RegistrySource
 from worker.templates import ChatTemplate
@@ -71,7 +73,7 @@ class EventSink(Protocol):
         where: Where = "worker",
     ) -> Any: ...
 
-    def push_text(self, text: str) -> None: ...
+    def push_text(self, text: str, reader: TurnReader | None = None) -> None: ...
 
 
 class Aborted(Exception):
@@ -236,7 +238,7 @@ class ConversationLoop:
             if not prompt_tools:
                 grammar, trigger = self._answer_grammar(request), None
             gen = await self._generate(request, state, prompt_tools, grammar, trigger, stop_event, sink)
-            parsed = self.fmt.parse(gen.text, names)
+            parsed = with_streamed_ids(self.fmt.parse(gen.text, names), gen)
 
             if not parsed.tool_calls and not parsed.errors and not parsed.truncated_call:
                 content, gen = await self._in_answer_format(
@@ -280,6 +282,7 @@ class ConversationLoop:
         )
         state.iterations += 1
         structlog.contextvars.bind_contextvars(iteration=state.iterations)
+        reader = TurnReader.for_generation(self.fmt, tools, grammar, trigger) if request.stream_tokens else None
         gen = await self.engine.generate(
             GenerationRequest(
                 segments=prompt.segments,
@@ -290,10 +293,11 @@ class ConversationLoop:
                 grammar=grammar,
                 grammar_trigger=trigger,
                 stop_event=stop_event,
-                on_text=sink.push_text if request.stream_tokens else None,
+                on_text=partial(sink.push_text, reader=reader) if reader else None,
                 stop_check=self._repeat_check({t["function"]["name"] for t in tools}) if tools else None,
             )
         )
+        gen.call_id = reader.call_id if reader else None
         state.usage.add(
             Usage(
                 prompt_tokens=gen.prompt_tokens,
