@@ -70,7 +70,7 @@ async def create_chat_completion(
 async def _chunks(
     state: GatewayState, job_id: str, job: JobRequest, writer: ChunkWriter
 ) -> AsyncIterator[ServerSentEvent]:
-    stream = ChatStream(writer, tools_offered=bool(job.tools) and job.tool_choice != "none")
+    stream = ChatStream(writer, job)
     done = False
     try:
         yield ServerSentEvent(sse_data(stream.start()), sep=SEP)

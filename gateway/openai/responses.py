@@ -140,7 +140,7 @@ async def delete_response(response_id: ResponseId, tenant: Tenant, state: State)
 async def _events(
     state: GatewayState, stored: StoredResponse, job: JobRequest, *, after: int, cancel_on_leave: bool
 ) -> AsyncIterator[ServerSentEvent]:
-    translate = ResponseEvents(stored, tools_offered=bool(job.tools) and job.tool_choice != "none")
+    translate = ResponseEvents(stored, job)
     done = False
     try:
         async for event in state.store.follow(stored.job_id, idle_s=state.settings.keepalive_s, ticks=True):
