@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import structlog
+
 from toolq.protocol import new_call_id
 from worker import jsonish
 
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 Guarantee = Literal["none", "trigger", "all"]
 
 THINK_MARKS = ("<think>", "</think>")  # drafts the parsers drop from content
+log = structlog.get_logger("toolq.streaming")
 
 
 @dataclass
@@ -169,6 +172,14 @@ class TurnReader:
 
     def feed(self, piece: str) -> TurnDelta:
         self.text += piece
+        try:
+            return self._read()
+        except Exception:  # a reader's bug must not cost the job: the final event says it all
+            log.exception("streaming extraction failed; the rest of the turn waits for the final event")
+            self.region, self.held = None, True
+            return TurnDelta()
+
+    def _read(self) -> TurnDelta:
         out = TurnDelta()
         if self.region is None and not self.held:
             end = len(self.text)

@@ -165,3 +165,14 @@ def test_mixtral_escaped_name_streams_unescaped():
     assert [(name, json.loads(args)) for _, name, args in assembled(out).values()] == [
         ("calculate_zorbix", {"zorb": 15, "bix": 7})
     ]
+
+
+def test_a_reader_that_fails_holds_the_rest_of_the_turn_instead_of_failing_the_job():
+    class Broken(type(get_format("hermes"))):  # type: ignore[misc]
+        def partial_calls(self, text):
+            raise RuntimeError("a bug")
+
+    reader = TurnReader(Broken(), tool_names=NAMES, guarantee="trigger", trigger="<tool_call>")
+    assert reader.feed("Hi ").content == "Hi "
+    assert reader.feed('<tool_call>{"name": "get_weather"').calls == []
+    assert reader.feed(", more text").content == ""
