@@ -18,12 +18,12 @@ from starlette.responses import Response
 
 from gateway.auth import Tenant
 from gateway.openai import errors
-from gateway.openai.chat import CLIENT_CLOSED, JOB_HEADER
+from gateway.openai.chat.routes import CLIENT_CLOSED, JOB_HEADER
 from gateway.openai.models import check_model
-from gateway.openai.responses_request import ResponsesRequest, to_job
-from gateway.openai.responses_shapes import from_job
-from gateway.openai.responses_store import StoredResponse, load, new_response_id, save
-from gateway.openai.responses_stream import ResponseEvents, sse_json
+from gateway.openai.responses.request import ResponsesRequest, to_job
+from gateway.openai.responses.shapes import from_job
+from gateway.openai.responses.store import StoredResponse, load, new_response_id, save
+from gateway.openai.responses.stream import ResponseEvents, sse_json
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.openai.responses_store import StoredResponse
+from gateway.openai.responses.store import StoredResponse
 
 # job status -> Response status (a succeeded job may still be "incomplete": see status_of)
 STATUS = {

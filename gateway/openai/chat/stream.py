@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.openai.chat_shapes import FINISH, ChunkWriter, tool_calls
+from gateway.openai.chat.shapes import FINISH, ChunkWriter, tool_calls
 from gateway.openai.streamed_calls import StreamedCalls
 from gateway.openai.visible_text import VisibleText
 from toolq.protocol import Event, EventType, JobRequest

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.openai.responses_shapes import (
+from gateway.openai.responses.shapes import (
     call_item,
     error_of,
     message_item,
@@ -25,7 +25,7 @@ from gateway.openai.responses_shapes import (
     response_object,
     usage_of,
 )
-from gateway.openai.responses_store import StoredResponse
+from gateway.openai.responses.store import StoredResponse
 from gateway.openai.streamed_calls import StreamedCalls
 from gateway.openai.visible_text import VisibleText
 from toolq.protocol import Event, EventType, JobRequest
