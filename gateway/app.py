@@ -15,10 +15,10 @@ from gateway.auth import KeyRing
 from gateway.fleet import FleetView
 from gateway.limits import BodySizeLimit
 from gateway.metrics import EventObserver, GatewayMetrics
-from gateway.openai import chat as openai_chat
 from gateway.openai import conversations as openai_conversations
 from gateway.openai import errors as openai_errors
-from gateway.openai import responses as openai_responses
+from gateway.openai.chat import routes as openai_chat
+from gateway.openai.responses import routes as openai_responses
 from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
 from toolq.protocol import PROTOCOL_VERSION

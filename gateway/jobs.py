@@ -7,18 +7,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Path, Query, Response
 
 from gateway.auth import Tenant
-from gateway.budgets import check_budgets
-from gateway.limits import apply_caps
 from gateway.sse import event_stream
 from gateway.state import GatewayState, State
-from gateway.submission import queue_full
-from gateway.webhook_target import settle_webhook
+from gateway.submission import enqueue
 from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
-from toolq.errors import BadRequest, JobNotFoundError, ToolqError
+from toolq.errors import BadRequest, JobNotFoundError
 from toolq.protocol import JobRequest, JobStatus
-from toolq.store.jobstore import JobNotFound, NotSubmitted, QueueAtLimit
+from toolq.store.jobstore import JobNotFound
 from toolq.store.records import JobRecord
-from toolq.tenants import policy_of
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -59,35 +55,8 @@ async def submit_job(
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", min_length=1, max_length=256)] = None,
 ) -> JobAccepted:
     """Validate a conversation job, check its model and tools against the live workers, enqueue it."""
-    store, settings = state.store, state.settings
     key = idempotency_key or request.idempotency_key
-    # A retry of a submit that already went through gets its job back, whatever the caps, the
-    # fleet or the queue say now: that is what makes retrying safe. The submit script decides
-    # (it owns idempotency), so a refusal from the checks here waits until it has looked.
-    refusal: ToolqError | None = None
-    model: str | None = None
-    try:
-        apply_caps(request, settings)
-        await check_budgets(state, tenant)
-        request = await settle_webhook(request, tenant, state.webhooks)
-        model = (await state.fleet.get()).resolve(request)
-    except ToolqError as e:
-        refusal = e
-    try:
-        job_id, created = await store.submit(
-            request,
-            model=model,
-            tenant=tenant,
-            idempotency_key=key,
-            max_queue_depth=settings.max_queue_depth,
-            policy=policy_of(settings.tenants, tenant),
-        )
-    except QueueAtLimit as e:
-        state.metrics.refused(tenant, "queue_full")
-        raise queue_full(e, model, state) from None
-    except NotSubmitted:
-        assert refusal is not None
-        raise refusal from None
+    job_id, model, created = await enqueue(state, request, tenant, idempotency_key=key)
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     if not created:  # the job the key already names
         response.status_code = 200

@@ -1,15 +1,16 @@
-"""Submitting a job for a front door that is not /v1/jobs (the OpenAI-compatible endpoints), and
-waiting for its end while the caller is still there.
+"""Submitting a job, for every front door (POST /v1/jobs and the OpenAI-compatible endpoints),
+and waiting for its end while the caller is still there.
 
-The same checks and the same script as POST /v1/jobs: the operator's caps, the model and tools
-against the live workers, then ``JobStore.submit`` with the tenant and the queue limit, so every
-front door shares one queue, one fairness and one 429.
+One path (``enqueue``): the operator's caps, the model and tools against the live workers, then
+``JobStore.submit`` with the tenant, the idempotency key and the queue limit, so every front door
+shares one queue, one fairness and one 429.
 """
 
 from __future__ import annotations
 
 import asyncio
 from contextlib import suppress
+from typing import NamedTuple
 
 from starlette.requests import Request
 
@@ -17,30 +18,60 @@ from gateway.budgets import check_budgets
 from gateway.limits import apply_caps
 from gateway.state import GatewayState
 from gateway.webhook_target import settle_webhook
-from toolq.errors import QueueFull
+from toolq.errors import QueueFull, ToolqError
 from toolq.protocol import Event, JobRequest
-from toolq.store.jobstore import QueueAtLimit
+from toolq.store.jobstore import NotSubmitted, QueueAtLimit
 from toolq.tenants import policy_of
 
 
-async def submit(state: GatewayState, request: JobRequest, tenant: str) -> tuple[str, str]:
-    """Check and enqueue a job; returns (job id, model). Raises the ToolqError of a refusal
-    (caps, unknown model or tool, no worker, QueueFull with Retry-After)."""
-    apply_caps(request, state.settings)
-    await check_budgets(state, tenant)
-    request = await settle_webhook(request, tenant, state.webhooks)
-    model = (await state.fleet.get()).resolve(request)
+class Submitted(NamedTuple):
+    job_id: str
+    model: str | None  # None only for the job an idempotency key already named
+    created: bool
+
+
+async def enqueue(
+    state: GatewayState, request: JobRequest, tenant: str, *, idempotency_key: str | None = None
+) -> Submitted:
+    """Check and enqueue a job. Raises the ToolqError of a refusal (caps, unknown model or tool,
+    no worker, QueueFull with Retry-After).
+
+    A retry of a submit that already went through gets its job back (``created`` False), whatever
+    the caps, the fleet or the queue say now: that is what makes retrying safe. The submit script
+    decides (it owns idempotency), so a refusal from the checks waits until it has looked."""
+    refusal: ToolqError | None = None
+    model: str | None = None
     try:
-        job_id, _ = await state.store.submit(
+        apply_caps(request, state.settings)
+        await check_budgets(state, tenant)
+        request = await settle_webhook(request, tenant, state.webhooks)
+        model = (await state.fleet.get()).resolve(request)
+    except ToolqError as e:
+        if idempotency_key is None:
+            raise  # no earlier job to find
+        refusal = e
+    try:
+        job_id, created = await state.store.submit(
             request,
             model=model,
             tenant=tenant,
+            idempotency_key=idempotency_key,
             max_queue_depth=state.settings.max_queue_depth,
             policy=policy_of(state.settings.tenants, tenant),
         )
     except QueueAtLimit as e:
         state.metrics.refused(tenant, "queue_full")
         raise queue_full(e, model, state) from None
+    except NotSubmitted:
+        assert refusal is not None
+        raise refusal from None
+    return Submitted(job_id, model, created)
+
+
+async def submit(state: GatewayState, request: JobRequest, tenant: str) -> tuple[str, str]:
+    """``enqueue`` for a front door without idempotency keys; returns (job id, model)."""
+    job_id, model, _ = await enqueue(state, request, tenant)
+    assert model is not None  # a job the checks refused is never created
     return job_id, model
 
 

@@ -73,11 +73,31 @@ class StartedData(EventData):
     resumed: bool = False  # from a checkpoint, or a later attempt
 
 
+class CallDeltaData(BaseModel):
+    """One piece of a call the model is writing under a grammar that guarantees it parses
+    (worker/formats/streaming.py): a call's first piece has ``id`` and ``name``; every piece may
+    carry a piece of the arguments JSON. ``index`` counts the calls of one turn."""
+
+    model_config = ConfigDict(extra="allow")
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
 class TokenData(EventData):
-    """Generated text (with ``stream_tokens``), coalesced: one event per flush, not per token."""
+    """Generated text (with ``stream_tokens``), coalesced: one event per flush, not per token.
+    With a format that reads its turn as it is written, also ``content`` (the answer text that may
+    be shown) and ``calls`` (call deltas); a reader that knows only ``text`` reads it as before."""
 
     type = EventType.token
     text: str = ""
+    content: str | None = None
+    calls: list[CallDeltaData] | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        # a call delta's id and name are on the wire only in its first piece
+        return self.model_dump(mode="json", include=set(self.model_fields_set), exclude_none=True)
 
 
 class ToolCallData(EventData):

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from toolq.payloads import (
+    CallDeltaData,
     CancelledData,
     ErrorData,
     EventData,
@@ -19,6 +20,7 @@ from toolq.payloads import (
 from toolq.protocol import JobResult, JobStatus, ToolCall, Where
 from toolq.store.jobstore import JobStore
 from worker import metrics
+from worker.formats.streaming import TurnDelta, TurnReader
 
 
 class EventLog:
@@ -28,8 +30,10 @@ class EventLog:
         self.attempt = attempt
         self.lease_ms = lease_ms
         # Token text is coalesced: the generation thread appends, one task flushes whatever has
-        # gathered, so a fast model costs one Redis round trip per flush, not per token.
-        self._pending: list[str] = []
+        # gathered, so a fast model costs one Redis round trip per flush, not per token. Each
+        # piece comes with its generation's TurnReader, which the flush feeds (off the decode
+        # thread) to say what is answer text and which calls have begun.
+        self._pending: list[tuple[str, TurnReader | None]] = []
         self._flushing: asyncio.Task | None = None
         self._wake = asyncio.Event()
         self._flush_lock = asyncio.Lock()
@@ -100,9 +104,9 @@ class EventLog:
         self._loop = asyncio.get_running_loop()
         self._flushing = asyncio.create_task(self._flush_forever())
 
-    def push_text(self, text: str) -> None:
+    def push_text(self, text: str, reader: TurnReader | None = None) -> None:
         """Called from the generation thread."""
-        self._pending.append(text)
+        self._pending.append((text, reader))
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._wake.set)
 
@@ -117,11 +121,28 @@ class EventLog:
         # flight, or that write would land after the terminal event and be refused (text lost).
         async with self._flush_lock:
             if self._pending:
-                text, self._pending = "".join(self._pending), []
-                await self._emit(TokenData(text=text))
+                pending, self._pending = self._pending, []
+                await self._emit(token_data(pending))
 
     async def close(self) -> None:
         if self._flushing is not None:
             self._flushing.cancel()
             await asyncio.gather(self._flushing, return_exceptions=True)
             self._flushing = None
+
+
+def token_data(pieces: list[tuple[str, TurnReader | None]]) -> TokenData:
+    """A token event's data: ``text``, the model's raw output; with a reader, also ``content``
+    (the answer text that may be shown) and ``calls`` (call deltas). Optional fields with defaults:
+    a reader of the protocol that knows only ``text`` reads these events as before."""
+    data = TokenData(text="".join(text for text, _ in pieces))
+    read: TurnDelta | None = None
+    for text, reader in pieces:
+        if reader is not None:
+            read = read or TurnDelta()
+            read.add(reader.feed(text))
+    if read is not None:
+        data.content = read.content
+        if read.calls:
+            data.calls = [CallDeltaData(index=d.index, id=d.id, name=d.name, arguments=d.arguments) for d in read.calls]
+    return data

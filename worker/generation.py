@@ -60,6 +60,9 @@ class GenerationResult:
     completion_tokens: int = 0
     prompt_ms: float = 0.0
     decode_ms: float = 0.0
+    # The id the i-th call of the text was streamed under, when the text was streamed
+    # (worker/formats/streaming.py): the parsed calls take the same ids.
+    call_id: Callable[[int], str] | None = None
 
     @property
     def decode_tps(self) -> float:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gateway.auth import Tenant
 from gateway.limits import apply_caps
 from gateway.openai.errors import OpenAIError
-from gateway.openai.responses_request import ConversationRef, input_messages
+from gateway.openai.responses.request import ConversationRef, input_messages
 from gateway.state import GatewayState, State
 from gateway.threads import threads_of
 from toolq.errors import InvalidRequest

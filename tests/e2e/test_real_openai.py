@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 
+import httpx
 import openai
 import pytest
 
@@ -70,6 +71,27 @@ def test_the_same_call_streamed_and_assembled_by_the_sdk(client):
         final = stream.get_final_completion()
     call = final.choices[0].message.tool_calls[0]
     assert call.function.name == "calculate_zorbix" and json.loads(call.function.arguments) == {"zorb": 15, "bix": 7}
+
+
+def test_a_required_call_streams_as_the_model_writes_it(client):
+    """tool_choice required: the call is generated under a grammar, so its id and name arrive as
+    soon as the model has written the name, then its arguments in the model's pieces; the job's
+    token events carry them before the call is checked, under the answer's id."""
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL, messages=ASK, tools=[ZORBIX], tool_choice="required", max_tokens=64, stream=True
+    )
+    chunks = list(raw.parse())
+    pieces = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or []]
+    heads = [tc for tc in pieces if tc.id]
+    assert [(h.index, h.function.name) for h in heads] == [(0, "calculate_zorbix")]
+    assert json.loads("".join(tc.function.arguments or "" for tc in pieces)) == {"zorb": 15, "bix": 7}
+    assert len(pieces) > 2  # the head, then the arguments in more than one piece
+    job_id = raw.headers["X-Toolq-Job-Id"]
+    with httpx.stream("GET", f"{client.base_url}jobs/{job_id}/events", headers={"Authorization": f"Bearer {KEY}"}) as r:
+        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+    first_delta = min(e["seq"] for e in events if e["type"] == "token" and e["data"].get("calls"))
+    checked = next(e for e in events if e["type"] == "tool_call")
+    assert first_delta < checked["seq"] and checked["data"]["id"] == heads[0].id
 
 
 def test_json_schema_response_format(client):

@@ -22,6 +22,7 @@ KEY = "oa-key"
 RULES = [
     ("Reply in JSON", '{"city": "Paris", "population": 2100000}'),
     ("Say hello", "Hello there, friend!"),
+    ("Compare", "So a < b, x[0] = {1} and <b>bold</b>."),
     ("Take your time", "Slowly " * 2000),
     ("<tool_response>\n", "The answer is 22."),
     ("", CALL_ZORBIX),
@@ -85,6 +86,68 @@ def test_a_streamed_tool_call_is_assembled_by_the_sdk(client):
     assert final.usage is not None and final.usage.completion_tokens > 0
     deltas = [c for c in chunks if c.type == "tool_calls.function.arguments.delta"]
     assert len(deltas) > 1  # the arguments arrive in pieces
+
+
+def _job_events(gw, job_id: str) -> list[dict]:
+    with httpx.stream(
+        "GET", f"{gw.url}/v1/jobs/{job_id}/events", headers={"Authorization": f"Bearer {KEY}"}, timeout=10
+    ) as r:
+        return [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+
+
+def test_a_required_call_streams_from_the_tokens_under_the_id_of_the_answer(live, client):
+    """The call is written under a required grammar, so its deltas come from the token events as
+    the model writes them (the worker's ``calls``), and the job's events and answer carry the
+    same id; nothing is sent a second time from the final event."""
+    gw, _ = live
+    raw = client.chat.completions.with_raw_response.create(
+        model="scripted", messages=ASK, tools=[ZORBIX], tool_choice="required", stream=True
+    )
+    job_id = raw.headers["X-Toolq-Job-Id"]
+    chunks = list(raw.parse())
+    heads = [tc for c in chunks for tc in c.choices[0].delta.tool_calls or [] if tc.id]
+    assert len(heads) == 1 and heads[0].index == 0 and heads[0].function.name == "calculate_zorbix"
+    events = _job_events(gw, job_id)
+    streamed = [d for e in events if e["type"] == "token" for d in e["data"].get("calls", [])]
+    assert streamed[0]["id"] == heads[0].id and streamed[0]["name"] == "calculate_zorbix"
+    assert json.loads("".join(d["arguments"] for d in streamed)) == {"zorb": 15, "bix": 7}
+    final = next(e for e in events if e["type"] == "final")
+    assert [c["id"] for c in final["data"]["tool_calls"]] == [heads[0].id]
+    seq = {e["type"]: e["seq"] for e in events}
+    first_delta = min(e["seq"] for e in events if e["type"] == "token" and e["data"].get("calls"))
+    assert first_delta < seq["tool_call"] < seq["final"]  # streamed before the call was checked
+
+
+def test_answer_text_with_brackets_streams_at_once_when_tools_are_offered(live):
+    """``<``, ``[`` and ``{`` that cannot open a call in the worker's format (hermes) stream as
+    the model writes them, not at the end."""
+    gw, _ = live
+    body = {
+        "model": "scripted",
+        "messages": [{"role": "user", "content": "Compare"}],
+        "tools": [ZORBIX],
+        "stream": True,
+    }
+    with httpx.stream(
+        "POST", gw.url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}
+    ) as r:
+        job_id = r.headers["X-Toolq-Job-Id"]
+        data = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    chunks = [json.loads(d) for d in data[:-1]]
+    contents = [c["choices"][0]["delta"].get("content") for c in chunks if c["choices"][0]["delta"].get("content")]
+    assert "".join(contents) == "So a < b, x[0] = {1} and <b>bold</b>."
+    assert len(contents) > 1
+    tokens = [e["data"]["content"] for e in _job_events(gw, job_id) if e["type"] == "token"]
+    assert "".join(tokens) == "So a < b, x[0] = {1} and <b>bold</b>."  # all of it from the tokens
+
+
+def test_a_served_tools_call_never_streams_to_the_caller(client):
+    stream = client.chat.completions.create(
+        model="scripted", messages=ASK, stream=True, extra_body={"toolq": {"server_tools": ["calculate_zorbix"]}}
+    )
+    chunks = list(stream)
+    assert not [c for c in chunks if c.choices and c.choices[0].delta.tool_calls]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "The answer is 22."
 
 
 def test_streamed_text_arrives_as_content_deltas_then_done(live):

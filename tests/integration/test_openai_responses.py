@@ -124,6 +124,23 @@ def test_a_streamed_function_call(client):
     assert not any(e.type == "response.output_text.delta" for e in events)
 
 
+def test_a_required_function_call_streams_as_written_under_the_answers_call_id(client):
+    """Written under a required grammar, the call is added and its arguments stream from the
+    token events, before the final event; the completed response names the same call."""
+    events = list(
+        client.responses.create(
+            model="scripted", input="zorbix of 15 and 7", tools=[ZORBIX], tool_choice="required", stream=True
+        )
+    )
+    types = [e.type for e in events]
+    added = next(e for e in events if e.type == "response.output_item.added")
+    assert added.item.type == "function_call" and added.item.name == "calculate_zorbix" and added.output_index == 0
+    assert types.count("response.function_call_arguments.delta") > 1  # the model's pieces
+    completed = events[-1].response
+    assert completed.status == "completed" and [o.call_id for o in completed.output] == [added.item.call_id]
+    assert types.index("response.output_item.added") < types.index("response.function_call_arguments.done")
+
+
 def test_another_tenants_response_is_not_found(client, gateway):
     mine = client.responses.create(model="scripted", input="Say hello", background=True)
     with openai.OpenAI(base_url=gateway.url + "/v1", api_key="other-key", max_retries=0) as other:

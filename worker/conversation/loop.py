@@ -39,6 +39,7 @@ from worker.conversation.state import LoopOutcome, LoopState
 from worker.conversation.steps import announce, carry_out, note_waits
 from worker.conversation.transcript import earlier_results, unanswered_calls, without_repeats
 from worker.formats.base import ToolCallFormat, ToolDefinition
+from worker.formats.streaming import with_streamed_ids
 from worker.generation import Engine
 from worker.sources.registry import RegistrySource
 from worker.templates import ChatTemplate
@@ -125,7 +126,7 @@ class ConversationLoop:
                 self.fmt, tools, required=required, parallel=request.parallel_tool_calls
             )
             gen = await rounds.generate(tools, constraint if tools else answer_constraint(request))
-            parsed = self.fmt.parse(gen.text, box.names())
+            parsed = with_streamed_ids(self.fmt.parse(gen.text, box.names()), gen)
 
             if not parsed.tool_calls and not parsed.errors and not parsed.truncated_call:
                 content, gen = await rounds.in_answer_format(gen, parsed.content, tools)

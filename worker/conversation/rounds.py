@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 
@@ -15,6 +16,7 @@ from worker.conversation.sink import EventSink
 from worker.conversation.state import Aborted, LoopState
 from worker.conversation.stops import repeat_check
 from worker.formats.base import ToolCallFormat, ToolDefinition
+from worker.formats.streaming import TurnReader
 from worker.generation import Engine, GenerationRequest, GenerationResult
 from worker.templates import ChatTemplate
 
@@ -42,6 +44,8 @@ class Rounds:
         )
         state.iterations += 1
         structlog.contextvars.bind_contextvars(iteration=state.iterations)
+        # with stream_tokens, the format reads the turn as it is written: answer text and call deltas
+        reader = TurnReader.for_generation(self.fmt, tools, grammar, trigger) if request.stream_tokens else None
         gen = await self.engine.generate(
             GenerationRequest(
                 segments=prompt.segments,
@@ -52,10 +56,11 @@ class Rounds:
                 grammar=grammar,
                 grammar_trigger=trigger,
                 stop_event=self.stop_event,
-                on_text=self.sink.push_text if request.stream_tokens else None,
+                on_text=partial(self.sink.push_text, reader=reader) if reader else None,
                 stop_check=repeat_check(self.fmt, {t["function"]["name"] for t in tools}) if tools else None,
             )
         )
+        gen.call_id = reader.call_id if reader else None
         state.usage.add(
             Usage(
                 prompt_tokens=gen.prompt_tokens,

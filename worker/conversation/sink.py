@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from toolq.protocol import ToolCall, Where
+from worker.formats.streaming import TurnReader
 
 
 class EventSink(Protocol):
@@ -32,4 +33,4 @@ class EventSink(Protocol):
         where: Where = "worker",
     ) -> Any: ...
 
-    def push_text(self, text: str) -> None: ...
+    def push_text(self, text: str, reader: TurnReader | None = None) -> None: ...

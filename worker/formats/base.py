@@ -8,11 +8,13 @@ Tools are passed in the OpenAI function shape:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolq.protocol import ToolCall
+from worker.formats.streaming import PartialCall
 
 # An OpenAI function definition, {"type": "function", "function": {"name", "description", "parameters"}}:
 # what a format renders into its system prompt and builds grammars from. (toolq.api.ToolSpec is
@@ -37,6 +39,11 @@ class ToolCallFormat:
     trigger: str | None = None
     # Stop strings the engine should stop on for this format (besides the template's end of turn).
     stop: Sequence[str] = ()
+    # Streaming (worker/formats/streaming.py): characters that open a call when they start a line
+    # (a bare JSON call), and whether every reply may be a call from its first character (a
+    # format with no opening mark: nothing is answer text until the whole reply is read).
+    line_openers: str = ""
+    opens_at_start: bool = False
 
     def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:
         """The text that teaches the model the format and lists the tools."""
@@ -57,6 +64,20 @@ class ToolCallFormat:
     def parse(self, text: str, tool_names: set[str] | None = None) -> ParsedOutput:
         """Split raw model text into content, tool calls and readable errors; never raises."""
         raise NotImplementedError
+
+    def openers(self, tool_names: set[str]) -> tuple[str, ...]:
+        """The marks that may open a call in this format's output; answer text streams up to the
+        first of them. ``tool_names``: the offered tools (some forms count only for them)."""
+        return (self.trigger,) if self.trigger else ()
+
+    def partial_calls(self, text: str) -> list[PartialCall]:
+        """The calls ``text`` holds as far as they are written, in order; ``text`` starts where
+        the calls do and was written under this format's grammar. This default gives each call
+        whole, once another call follows it (a parser may read a call still being written as
+        complete, its end being the end of the text): the last call of a turn comes from the
+        final event. A format that can say more sooner overrides it."""
+        calls = self.parse(text).tool_calls[:-1]
+        return [PartialCall(c.name, json.dumps(c.arguments, ensure_ascii=False), True) for c in calls]
 
     def render_tool_calls(self, calls: Sequence[ToolCall]) -> str:
         """The calls written inline, as the model would write them (for templates without

@@ -157,6 +157,7 @@ def parse_functionary(text: str) -> ParsedOutput:
 class FunctionaryV2Format(ToolCallFormat):
     name = "functionary_v2"
     trigger = None  # every message opens with a recipient; there is no tag to wait for
+    opens_at_start = True
     stop = (STOP,)
 
     def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:

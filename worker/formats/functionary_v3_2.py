@@ -95,6 +95,7 @@ def _read(text: str, tool_names: set[str] | None) -> ParsedOutput:
 class FunctionaryV32Format(CallRulesFormat):
     name = "functionary_v3_2"
     trigger = None  # every message opens with a recipient; there is no tag to wait for
+    opens_at_start = True
 
     def parse(self, text: str, tool_names: set[str] | None = None) -> ParsedOutput:
         try:

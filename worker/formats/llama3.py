@@ -24,6 +24,10 @@ class Llama3Format(MarkedJsonFormat):
     args_key = "parameters"
     separator = "\n"
     noise = ("<|eom_id|>", "<|eot_id|>")
+    line_openers = "{["  # the bare call object the head reads at the start
+
+    def openers(self, tool_names: set[str]) -> tuple[str, ...]:
+        return ("<|python_tag|>", self.trigger)
 
 
 FORMAT = Llama3Format()

@@ -31,6 +31,7 @@ from worker.formats.common import (
     tool_name,
     tool_params,
 )
+from worker.formats.streaming import PartialCall
 from worker.grammar import GrammarBuilder, literal, rule_name
 
 _FENCE = re.compile(r"\s*(?:```[A-Za-z0-9_-]*[ \t]*\n?)?\s*")
@@ -108,6 +109,33 @@ class MarkedJsonFormat(CallRulesFormat):
             pos = self.skip_close(text, pos)
         out.content = self.clean_content(join_content(pieces, self.noise))
         return out
+
+    # -- streaming
+
+    def partial_calls(self, text: str) -> list[PartialCall]:
+        """Named calls stream: the name once the head is written and the JSON has begun (a head
+        may match before the whole name is written), then the arguments JSON as written. Listed
+        calls come whole, once their JSON is closed."""
+        if not self.named:  # the parser reads a listed call only once its JSON is closed
+            return [
+                PartialCall(c.name, json.dumps(c.arguments, ensure_ascii=False), True)
+                for c in self.parse(text).tool_calls
+            ]
+        out: list[PartialCall] = []
+        pos = 0
+        while True:
+            m = self.head.search(text, pos)
+            if m is None:
+                return out
+            j = _FENCE.match(text, m.end()).end()  # type: ignore[union-attr]
+            if j >= len(text) or text[j] not in "{[":
+                return out
+            scan = jsonish.scan_value(text, j, stops=self.stops())
+            if scan.end is None:
+                out.append(PartialCall(self.head_name(m), text[j:].rstrip(), False))
+                return out
+            out.append(PartialCall(self.head_name(m), text[j : scan.end], True))
+            pos = scan.end
 
     def stops(self) -> tuple[str, ...]:
         """Markers that end broken JSON early, for a precise error rather than a truncated call."""

@@ -10,7 +10,8 @@ import json
 import re
 
 from worker.formats.base import ParsedOutput
-from worker.formats.tagged import TaggedCallFormat, parse_tagged
+from worker.formats.streaming import PartialCall
+from worker.formats.tagged import TaggedCallFormat, parse_tagged, partial_tagged
 from worker.grammar import literal
 
 # An odd run of backslashes before "_": the last one is a markdown escape. An even run is
@@ -51,6 +52,18 @@ class MixtralFormat(TaggedCallFormat):
         if isinstance(text, str):
             text = unescape_underscores(text)
         return parse_tagged(text, tool_names, self.open_tag, self.close_tag)
+
+    def openers(self, tool_names: set[str]) -> tuple[str, ...]:
+        return (*super().openers(tool_names), self.open_tag.replace("_", "\\_"))
+
+    def partial_calls(self, text: str) -> list[PartialCall]:
+        # the grammar escapes underscores only in the tags and the name, never in arguments
+        return partial_tagged(
+            text.replace("<tool\\_call>", self.open_tag),
+            self.open_tag,
+            self.close_tag,
+            lambda raw: json.loads(unescape_underscores(raw)),
+        )
 
 
 FORMAT = MixtralFormat()

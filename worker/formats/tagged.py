@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from collections.abc import Sequence
 
 from toolq.protocol import ToolCall
@@ -22,6 +23,7 @@ from worker import jsonish
 from worker.formats import lenient
 from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
 from worker.formats.common import calls_from_value, tool_name, tool_params, tools_block
+from worker.formats.streaming import PartialCall
 from worker.grammar import GrammarBuilder, literal, rule_name
 
 OPEN = "<tool_call>"
@@ -326,6 +328,33 @@ def parse_tagged(text: str, tool_names: set[str] | None, open_tag: str = OPEN, c
         return ParsedOutput(content=str(text), errors=[f"internal parser error: {type(e).__name__}: {e}"])
 
 
+# ---------------------------------------------------------------- streaming
+
+# The head of a call object as the grammar writes it (GrammarBuilder.call_object): the name, then
+# the arguments key; the arguments JSON starts where this ends.
+_CALL_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*')
+
+
+def partial_tagged(text: str, open_tag: str, close_tag: str, name_of=json.loads) -> list[PartialCall]:
+    """The calls of grammar-written tagged text as far as they go: each call's name once its
+    string is closed, then its arguments JSON as written (worker/formats/streaming.py)."""
+    out: list[PartialCall] = []
+    pos = 0
+    while True:
+        k = text.find(open_tag, pos)
+        if k == -1:
+            return out
+        m = _CALL_HEAD.match(text, k + len(open_tag))
+        if m is None:
+            return out  # the name is not written yet
+        scan = jsonish.scan_value(text, m.end(), stops=(close_tag,))
+        if scan.end is None:
+            out.append(PartialCall(name_of(m.group(1)), text[m.end() :].rstrip(), False))
+            return out
+        out.append(PartialCall(name_of(m.group(1)), text[m.end() : scan.end], True))
+        pos = scan.end
+
+
 # ---------------------------------------------------------------- the format
 
 
@@ -334,6 +363,7 @@ class TaggedCallFormat(ToolCallFormat):
 
     trigger = OPEN
     stop = ()
+    line_openers = "{["  # a bare call object on a line of its own (lenient.trailing_calls)
     open_tag = OPEN
     close_tag = CLOSE
 
@@ -380,6 +410,17 @@ class TaggedCallFormat(ToolCallFormat):
 
     def parse(self, text: str, tool_names: set[str] | None = None) -> ParsedOutput:
         return parse_tagged(text, tool_names, self.open_tag, self.close_tag)
+
+    # -- streaming
+
+    def openers(self, tool_names: set[str]) -> tuple[str, ...]:
+        # the other forms (lenient.py) are read only for offered tools; a bare call object on a
+        # line of its own is ``line_openers``
+        lenient_forms = ("<function=", "<function ", "```", *(f"<{w}>" for w in lenient.WRAPPERS))
+        return (self.open_tag, *(lenient_forms if tool_names else ()))
+
+    def partial_calls(self, text: str) -> list[PartialCall]:
+        return partial_tagged(text, self.open_tag, self.close_tag)
 
     def render_tool_calls(self, calls: Sequence[ToolCall]) -> str:
         return "\n".join(f"{OPEN}\n{jsonish.dumps({'name': c.name, 'arguments': c.arguments})}\n{CLOSE}" for c in calls)

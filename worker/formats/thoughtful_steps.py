@@ -121,6 +121,7 @@ def parse_thoughtful(text: str) -> ParsedOutput:
 class ThoughtfulStepsFormat(ToolCallFormat):
     name = "thoughtful_steps"
     trigger = None  # the whole reply is the JSON object; nothing to wait for
+    opens_at_start = True
     stop = ()
 
     def system_prompt(self, tools: Sequence[ToolDefinition], variant: str | None = None) -> str:

@@ -10,6 +10,7 @@ array (or the markup says it is not a string, as DSML's ``string="false"`` does)
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,6 +28,7 @@ from worker.formats.common import (
     text_value,
     tool_name,
 )
+from worker.formats.streaming import PartialCall
 from worker.grammar import GrammarBuilder, literal, raw_text, rule_name
 
 _PLACEHOLDER = re.compile(r"\{(name|index|key|string|type)\}")
@@ -136,6 +138,24 @@ class XmlCallFormat(CallRulesFormat):
                 return k
             args[pm.group("key").strip()] = self.value(text[pm.end() : end], pm)
             i = end + len(self.value_end)
+
+    def partial_calls(self, text: str) -> list[PartialCall]:
+        """A call's name as soon as its head is written; its arguments, which the markup gives
+        element by element and as text, once the call is complete."""
+        out: list[PartialCall] = []
+        pos: int | None = 0
+        while pos is not None:
+            m = self.call_head.search(text, pos)
+            if m is None or m.end() >= len(text):  # a name may still be growing at the very end
+                break
+            name = m.group("name").strip()
+            read = ParsedOutput(content="")
+            pos = self._one_call(text, m.end(), name, 1, read)
+            if not read.tool_calls:
+                out.append(PartialCall(name, "", False))
+                break
+            out.append(PartialCall(name, json.dumps(read.tool_calls[0].arguments, ensure_ascii=False), True))
+        return out
 
     def _cut_in_markup(self, rest: str) -> bool:
         rest = rest.strip()

@@ -42,7 +42,7 @@ class Sink:
         self.events.append(("tool_result", (call.name, ok, content, error, executed)))
         self.checkpoints.append(checkpoint)
 
-    def push_text(self, text: str) -> None:
+    def push_text(self, text: str, reader=None) -> None:
         self.text.append(text)
 
     def kinds(self) -> list[str]:

@@ -14,9 +14,9 @@ from starlette.responses import Response
 
 from gateway.auth import Tenant
 from gateway.openai import errors
-from gateway.openai.chat_request import ChatCompletionRequest, to_job
-from gateway.openai.chat_shapes import ChunkWriter, completion
-from gateway.openai.chat_stream import ChatStream, sse_data
+from gateway.openai.chat.request import ChatCompletionRequest, to_job
+from gateway.openai.chat.shapes import ChunkWriter, completion
+from gateway.openai.chat.stream import ChatStream, sse_data
 from gateway.openai.models import check_model
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
@@ -71,7 +71,7 @@ async def create_chat_completion(
 async def _chunks(
     state: GatewayState, job_id: str, job: JobRequest, writer: ChunkWriter
 ) -> AsyncIterator[ServerSentEvent]:
-    stream = ChatStream(writer, tools_offered=bool(job.tools) and job.tool_choice != "none")
+    stream = ChatStream(writer, job)
     done = False
     try:
         yield ServerSentEvent(sse_data(stream.start()), sep=SEP)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.openai.responses_store import StoredResponse
+from gateway.openai.responses.store import StoredResponse
 from toolq.payloads import ErrorData, FinalData
 from toolq.protocol import ErrorCode, ErrorInfo, JobResult, ToolCall
 from toolq.store.records import JobRecord

@@ -18,13 +18,13 @@ from starlette.responses import Response
 
 from gateway.auth import Tenant
 from gateway.openai import errors
-from gateway.openai.chat import CLIENT_CLOSED, JOB_HEADER
+from gateway.openai.chat.routes import CLIENT_CLOSED, JOB_HEADER
 from gateway.openai.conversations import run_in_conversation
 from gateway.openai.models import check_model
-from gateway.openai.responses_request import ResponsesRequest, to_job
-from gateway.openai.responses_shapes import from_job
-from gateway.openai.responses_store import StoredResponse, load, new_response_id, save
-from gateway.openai.responses_stream import ResponseEvents, sse_json
+from gateway.openai.responses.request import ResponsesRequest, to_job
+from gateway.openai.responses.shapes import from_job
+from gateway.openai.responses.store import StoredResponse, load, new_response_id, save
+from gateway.openai.responses.stream import ResponseEvents, sse_json
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
@@ -146,7 +146,7 @@ async def delete_response(response_id: ResponseId, tenant: Tenant, state: State)
 async def _events(
     state: GatewayState, stored: StoredResponse, job: JobRequest, *, after: int, cancel_on_leave: bool
 ) -> AsyncIterator[ServerSentEvent]:
-    translate = ResponseEvents(stored, tools_offered=bool(job.tools) and job.tool_choice != "none")
+    translate = ResponseEvents(stored, job)
     done = False
     try:
         async for event in state.store.follow(stored.job_id, idle_s=state.settings.keepalive_s, ticks=True):

@@ -4,7 +4,7 @@ Supported: ``model``, ``input`` (a string, or items: messages, ``function_call``
 ``function_call_output``), ``instructions``, ``tools`` (function tools, Responses' flat shape),
 ``tool_choice``, ``parallel_tool_calls``, ``max_output_tokens``, ``temperature``,
 ``previous_response_id``, ``background``, ``stream``, ``text.format`` (json_object, json_schema),
-``metadata``, ``user``, and the ``toolq`` extension of gateway/openai/chat_request.py. Hints are
+``metadata``, ``user``, and the ``toolq`` extension of gateway/openai/chat/request.py. Hints are
 accepted and ignored as there; any other field is a 400 naming it.
 """
 
@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.openai.chat_request import OpenAIHints, ToolqOptions, job_request, only, text_of
+from gateway.openai.chat.request import OpenAIHints, ToolqOptions, job_request, only, text_of
 from gateway.openai.errors import OpenAIError
 from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, Message, ToolCall
 

@@ -4,8 +4,11 @@ The translation is a pure function of the job's event log, read from its first e
 so ``sequence_number`` (0, 1, 2 ...) is the same on every read: a client that lost its stream
 resumes with ``GET /v1/responses/{id}?stream=true&starting_after=N`` and gets exactly the events
 after N. Text streams as ``response.output_text.delta`` as far as gateway/openai/visible_text.py
-lets it; the final event closes the message and adds each function call (added, arguments in
-pieces, done); ``response.completed`` / ``incomplete`` / ``failed`` ends the stream. A cancelled
+lets it. A function call the worker wrote under a grammar that guarantees it parses streams as it
+is written (gateway/openai/streamed_calls.py): the message is closed, the call is added and its
+arguments arrive in the model's pieces; the final event completes it. Every other call is added
+by the final event once checked (added, arguments in pieces, done), after the message is closed;
+``response.completed`` / ``incomplete`` / ``failed`` ends the stream. A cancelled
 job ends it with ``response.failed`` carrying status ``cancelled`` (the API has no cancelled event).
 """
 
@@ -14,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.openai.responses_shapes import (
+from gateway.openai.responses.shapes import (
     call_item,
     error_of,
     message_item,
@@ -22,21 +25,25 @@ from gateway.openai.responses_shapes import (
     response_object,
     usage_of,
 )
-from gateway.openai.responses_store import StoredResponse
+from gateway.openai.responses.store import StoredResponse
+from gateway.openai.streamed_calls import StreamedCalls
 from gateway.openai.visible_text import VisibleText
 from toolq.payloads import ErrorData, FinalData, TokenData
-from toolq.protocol import Event, EventType
+from toolq.protocol import Event, EventType, FunctionCall, JobRequest, ToolCall
 
 ARGUMENT_PIECE = 24  # characters of arguments per delta event
 
 
 class ResponseEvents:
-    def __init__(self, stored: StoredResponse, *, tools_offered: bool):
+    def __init__(self, stored: StoredResponse, job: JobRequest):
         self.stored = stored
-        self.text = VisibleText(tools_offered=tools_offered)
+        self.text = VisibleText(tools_offered=bool(job.tools) and job.tool_choice != "none")
+        self.calls = StreamedCalls(job)
+        self.streamed: dict[int, dict[str, Any]] = {}  # the stream's call index -> its item, in progress
         self.seq = -1
         self.message = ""  # the message text streamed so far
         self.message_open = False
+        self.message_done = False  # closed early: a streamed call follows it
         self.msg_id = message_item(stored.job_id, "", "in_progress")["id"]
 
     def _ev(self, type: str, **fields: Any) -> dict[str, Any]:
@@ -53,9 +60,11 @@ class ResponseEvents:
         if t == EventType.started:
             return [self._ev("response.in_progress", response=response_object(self.stored, "in_progress"))]
         if t == EventType.token:
-            return self._text(self.text.add(TokenData.of(event).text))
+            token = TokenData.of(event)
+            return self._text(self.text.add_token(token)) + self._calls(token)
         if t == EventType.tool_result:
             self.text.new_turn()
+            self.calls.new_turn()
             return []
         if t == EventType.final:
             return self._final(FinalData.of(event), event.ts // 1000)
@@ -65,8 +74,50 @@ class ResponseEvents:
             return [self._ev("response.failed", response=response_object(self.stored, status, error=error))]
         return []
 
+    def _calls(self, data: TokenData) -> list[dict[str, Any]]:
+        out = []
+        for piece in self.calls.read(data):
+            index = piece.index + (1 if self.message_open else 0)
+            if piece.id is not None:
+                out += self._close_message()
+                call = ToolCall(id=piece.id, function=FunctionCall(name=piece.name or "", arguments={}))
+                item = call_item(call, "in_progress", "")
+                self.streamed[piece.index] = item
+                out.append(self._ev("response.output_item.added", output_index=index, item=item))
+            if piece.arguments:
+                item = self.streamed[piece.index]
+                item["arguments"] += piece.arguments
+                out.append(
+                    self._ev(
+                        "response.function_call_arguments.delta",
+                        item_id=item["id"],
+                        output_index=index,
+                        delta=piece.arguments,
+                    )
+                )
+        return out
+
+    def _close_message(self) -> list[dict[str, Any]]:
+        if not self.message_open or self.message_done:
+            return []
+        self.message_done = True
+        item = message_item(self.stored.job_id, self.message, "completed")
+        part = item["content"][0]
+        return [
+            self._ev(
+                "response.output_text.done",
+                item_id=self.msg_id,
+                output_index=0,
+                content_index=0,
+                text=self.message,
+                logprobs=[],
+            ),
+            self._ev("response.content_part.done", item_id=self.msg_id, output_index=0, content_index=0, part=part),
+            self._ev("response.output_item.done", output_index=0, item=item),
+        ]
+
     def _text(self, shown: str) -> list[dict[str, Any]]:
-        if not shown:
+        if not shown or self.message_done or (self.streamed and not self.message_open):
             return []
         out = []
         if not self.message_open:
@@ -95,26 +146,28 @@ class ResponseEvents:
 
     def _final(self, data: FinalData, at_s: int) -> list[dict[str, Any]]:
         out = self._text(self.text.rest(data.content or ""))
-        index = 0
-        if self.message_open:
-            item = message_item(self.stored.job_id, self.message, "completed")
-            part = item["content"][0]
-            out += [
-                self._ev(
-                    "response.output_text.done",
-                    item_id=self.msg_id,
-                    output_index=0,
-                    content_index=0,
-                    text=self.message,
-                    logprobs=[],
-                ),
-                self._ev("response.content_part.done", item_id=self.msg_id, output_index=0, content_index=0, part=part),
-                self._ev("response.output_item.done", output_index=0, item=item),
-            ]
-            index = 1
+        out += self._close_message()
+        first = 1 if self.message_open else 0
+        index = first + len(self.calls.ids)
         for call in data.tool_calls or ():
             done = call_item(call, "completed")
             args = done["arguments"]
+            at = self.calls.streamed(call.id)
+            if at is not None:  # streamed as it was written: complete it with what was streamed
+                raw = self.streamed[at]["arguments"]
+                if _same_json(raw, args):
+                    done, args = {**done, "arguments": raw}, raw
+                out += [
+                    self._ev(
+                        "response.function_call_arguments.done",
+                        item_id=done["id"],
+                        output_index=first + at,
+                        name=done["name"],
+                        arguments=args,
+                    ),
+                    self._ev("response.output_item.done", output_index=first + at, item=done),
+                ]
+                continue
             out.append(
                 self._ev("response.output_item.added", output_index=index, item=call_item(call, "in_progress", ""))
             )
@@ -148,6 +201,13 @@ class ResponseEvents:
         )
         out.append(self._ev("response.incomplete" if incomplete else "response.completed", response=response))
         return out
+
+
+def _same_json(a: str, b: str) -> bool:
+    try:
+        return bool(json.loads(a) == json.loads(b))
+    except ValueError:
+        return False
 
 
 def sse_json(obj: Any) -> str:

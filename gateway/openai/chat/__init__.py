@@ -1,0 +1,1 @@
+"""POST /v1/chat/completions: the route, the request, the shapes and the stream."""
