@@ -178,18 +178,19 @@ async def _carry_out(
             await events.end(CancelledData(reason="cancelled while running"), result)
             log.info("job cancelled")
             return "cancelled"
+        data = _error_data(ending, running)
         result = JobResult(
             job_id=job_id,
             status=JobStatus.failed,
             finish_reason=ending.finish_reason,
-            error=ErrorInfo(code=ending.code, message=ending.message),
+            error=ErrorInfo(code=ending.code, message=data.message),
             messages=request.messages,
             timings=timings.of(None),
             attempt=attempt,
+            usage=running.usage,  # the tokens this job used, counted once against its tenant
         )
-        result.usage = running.usage  # the tokens this job used, counted once against its tenant
-        await events.end(_error_data(ending, running), result)
-        log.warning("job failed", code=ending.code.value, error=ending.message)
+        await events.end(data, result)
+        log.warning("job failed", code=ending.code.value, error=data.message)
         return "error"
     except JobEnded as e:
         log.info("job ended elsewhere", reason=e.reason)
