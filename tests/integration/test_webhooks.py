@@ -21,6 +21,7 @@ from tests.integration.gateway_support import LiveGateway, private_redis
 from tests.integration.gateway_support import wait_for as eventually
 from tests.support.processes import REPO, ToolqProcess
 from tests.support.workers import WorkerProcess, write_rules
+from toolq import SyncClient
 from toolq.local import free_port
 from toolq.protocol import EventType, JobRequest, JobStatus, Message, Webhook, now_ms
 from toolq.store import keys
@@ -202,6 +203,10 @@ def test_a_receiver_that_never_takes_it_ends_in_the_dead_letter_list_and_resendi
     assert [a["status_code"] for a in d["history"]] == [503] * d["attempts"]
     failed = httpx.get(gateway.url + "/v1/webhooks/failed").json()["data"]
     assert d["id"] in [f["id"] for f in failed]
+    with SyncClient(gateway.url) as sdk:  # the SDK reads the same log and dead-letter list
+        assert [x.id for x in sdk.job_deliveries(job_id)] == [d["id"]]
+        assert d["id"] in [x.id for x in sdk.failed_deliveries()]
+        assert sdk.delivery(d["id"]).status == "failed"
     listed = subprocess.run(
         [sys.executable, "-m", "toolq", "webhooks", "--redis", redis_url, "failed"],
         cwd=REPO,
@@ -212,9 +217,10 @@ def test_a_receiver_that_never_takes_it_ends_in_the_dead_letter_list_and_resendi
     assert listed.returncode == 0 and d["id"] in [json.loads(x)["id"] for x in listed.stdout.splitlines()]
 
     httpx.post(receiver.url + "/_heal")
-    r = httpx.post(f"{gateway.url}/v1/webhooks/deliveries/{d['id']}/redeliver")
+    with SyncClient(gateway.url) as sdk:
+        sent = sdk.redeliver(d["id"])
     # Back in the due set: the sender, woken by it, may have claimed or even sent it already.
-    assert r.status_code == 202 and r.json()["status"] in ("pending", "sending", "delivered"), r.text
+    assert sent.id == d["id"] and sent.status in ("pending", "sending", "delivered"), sent
     again = httpx.post(f"{gateway.url}/v1/webhooks/deliveries/{d['id']}/redeliver")
     assert again.status_code == 409  # not failed (pending or delivered)
 

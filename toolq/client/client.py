@@ -16,6 +16,7 @@ from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.client.http_transport import HttpTransport
 from toolq.client.threads import ThreadMethods
 from toolq.client.transport import Retryable, StreamEnded, Transport
+from toolq.client.webhooks import WebhookMethods
 from toolq.client_tools import Approver, ClientTools
 from toolq.payloads import RequiresActionData
 from toolq.protocol import Event, EventType, JobRequest, JobResult, JobStatus, Message, PendingAction
@@ -39,7 +40,7 @@ def build_request(request: JobRequest | str | None = None, **fields: Any) -> Job
     raise TypeError(f"submit() takes a JobRequest or a prompt string, not {type(request).__name__}")
 
 
-class Client(ThreadMethods):
+class Client(ThreadMethods, WebhookMethods):
     """Async SDK. HTTP mode over the gateway by default; Redis mode with ``redis_url``; or any
     ``transport``."""
 

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.client.client import Client, Functions
 from toolq.client.threads import SyncThreadMethods
+from toolq.client.webhooks import SyncWebhookMethods
 from toolq.client_tools import Approver
 from toolq.protocol import Event, JobRequest, JobResult, JobStatus
 
@@ -18,7 +19,7 @@ __all__ = ["SyncClient"]
 T = TypeVar("T")
 
 
-class SyncClient(SyncThreadMethods):
+class SyncClient(SyncThreadMethods, SyncWebhookMethods):
     """Blocking facade over Client for scripts: the async client runs on a private event loop in a
     background thread, so it also works where a loop is already running (a notebook)."""
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 from collections.abc import Coroutine, Sequence
 from typing import Any, Literal, TypeVar
 
-from toolq.client.http_transport import HttpTransport
-from toolq.client.transport import Transport
-from toolq.errors import InvalidRequest
+from toolq.client.gateway_only import GatewayCalls
 from toolq.protocol import Message
 from toolq.thread_api import MessagePage, RunAccepted, Strategy, ThreadDeleted, ThreadList, ThreadView
 
@@ -29,15 +27,8 @@ def run_body(
     return {**fields, "messages": messages, "multitask_strategy": strategy, "partial_history": partial_history}
 
 
-class ThreadMethods:
+class ThreadMethods(GatewayCalls):
     """Client's thread methods (HTTP mode)."""
-
-    transport: Transport  # Client's
-
-    async def _call(self, method: str, path: str, **kw: Any) -> Any:
-        if not isinstance(self.transport, HttpTransport):
-            raise InvalidRequest("threads are served by the gateway: use a Client with a url, not redis_url")
-        return await self.transport._call(method, path, **kw)
 
     async def create_thread(
         self,
