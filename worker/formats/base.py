@@ -14,12 +14,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolq.protocol import ToolCall
-from worker.formats.streaming import PartialCall
 
 # An OpenAI function definition, {"type": "function", "function": {"name", "description", "parameters"}}:
 # what a format renders into its system prompt and builds grammars from. (toolq.api.ToolSpec is
 # the gateway's view of a served tool, a different thing.)
 ToolDefinition = dict[str, Any]
+
+
+@dataclass
+class PartialCall:
+    """A call as far as it is written: its name, and its arguments JSON so far (only ever
+    growing); ``done`` once the call is complete."""
+
+    name: str
+    arguments: str
+    done: bool
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any
 
 from toolq.protocol import ToolCall
 from worker import jsonish
-from worker.formats.base import ParsedOutput, ToolDefinition
+from worker.formats.base import ParsedOutput, PartialCall, ToolDefinition
 from worker.formats.common import (
     CallRulesFormat,
     add_results,
@@ -31,7 +31,6 @@ from worker.formats.common import (
     tool_name,
     tool_params,
 )
-from worker.formats.streaming import PartialCall
 from worker.grammar import GrammarBuilder, literal, rule_name
 
 _FENCE = re.compile(r"\s*(?:```[A-Za-z0-9_-]*[ \t]*\n?)?\s*")

@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from worker.formats.base import ParsedOutput
-from worker.formats.streaming import PartialCall
+from worker.formats.base import ParsedOutput, PartialCall
 from worker.formats.tagged import TaggedCallFormat, parse_tagged, partial_tagged
 from worker.grammar import literal
 

@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import structlog
 
@@ -33,7 +33,7 @@ from toolq.protocol import new_call_id
 from worker import jsonish
 
 if TYPE_CHECKING:
-    from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
+    from worker.formats.base import ParsedOutput, PartialCall, ToolCallFormat, ToolDefinition
     from worker.generation import GenerationResult
 
 # none: no call is generated under a grammar; trigger: calls from the lazy grammar's trigger on
@@ -45,16 +45,6 @@ log = structlog.get_logger("toolq.streaming")
 
 
 @dataclass
-class PartialCall:
-    """A call as far as it is written: its name, and its arguments JSON so far (only ever
-    growing); ``done`` once the call is complete."""
-
-    name: str
-    arguments: str
-    done: bool
-
-
-@dataclass
 class CallDelta:
     """One piece of a streamed call, as the token event carries it: the first piece of a call has
     its ``id`` and ``name``, the later ones a piece of the arguments JSON."""
@@ -63,13 +53,6 @@ class CallDelta:
     id: str | None = None
     name: str | None = None
     arguments: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"index": self.index}
-        if self.id is not None:
-            out["id"], out["name"] = self.id, self.name
-        out["arguments"] = self.arguments
-        return out
 
 
 @dataclass

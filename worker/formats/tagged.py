@@ -21,9 +21,8 @@ from collections.abc import Sequence
 from toolq.protocol import ToolCall
 from worker import jsonish
 from worker.formats import lenient
-from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
+from worker.formats.base import ParsedOutput, PartialCall, ToolCallFormat, ToolDefinition
 from worker.formats.common import calls_from_value, tool_name, tool_params, tools_block
-from worker.formats.streaming import PartialCall
 from worker.grammar import GrammarBuilder, literal, rule_name
 
 OPEN = "<tool_call>"

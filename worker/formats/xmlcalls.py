@@ -17,7 +17,7 @@ from typing import Any
 
 from toolq.protocol import ToolCall
 from worker import jsonish
-from worker.formats.base import ParsedOutput, ToolDefinition
+from worker.formats.base import ParsedOutput, PartialCall, ToolDefinition
 from worker.formats.common import (
     CallRulesFormat,
     add_results,
@@ -28,7 +28,6 @@ from worker.formats.common import (
     text_value,
     tool_name,
 )
-from worker.formats.streaming import PartialCall
 from worker.grammar import GrammarBuilder, literal, raw_text, rule_name
 
 _PLACEHOLDER = re.compile(r"\{(name|index|key|string|type)\}")
