@@ -51,6 +51,7 @@ class ChatFunctionCall(_Strict):
 
 
 class ChatToolCall(_Strict):
+    index: int | None = None  # a streamed delta's position, which the SDK's stream helper keeps on the call
     id: str
     type: Literal["function"] = "function"
     function: ChatFunctionCall
