@@ -140,7 +140,7 @@ def to_message(m: ChatMessage) -> dict[str, Any]:
     by toolq's FunctionCall)."""
     out: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role, "content": m.content}
     if m.tool_calls:
-        out["tool_calls"] = [c.model_dump() for c in m.tool_calls]
+        out["tool_calls"] = [c.model_dump(exclude={"index"}) for c in m.tool_calls]
     if m.tool_call_id is not None:
         out["tool_call_id"] = m.tool_call_id
     if m.name is not None and m.role == "tool":

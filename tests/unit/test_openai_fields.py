@@ -121,3 +121,14 @@ def test_nested_nothing_is_nothing():
 def test_an_unknown_field_is_still_refused_by_name():
     with pytest.raises(ValueError, match="frobnicate"):
         ChatCompletionRequest.model_validate({**CHAT_BODY, "frobnicate": 1})
+
+
+def test_a_tool_call_sent_back_with_its_stream_index_makes_a_job():
+    # the openai SDK's stream helper keeps each call's delta index; frameworks echo the turn as is
+    from gateway.openai.chat_request import to_job
+
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    req = ChatCompletionRequest.model_validate(
+        {**CHAT_BODY, "messages": [*CHAT_BODY["messages"], {"role": "assistant", "tool_calls": [call]}]}
+    )
+    assert to_job(req).messages[1].tool_calls[0].arguments == {"a": 1}
