@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
+from toolq.payloads import StartedData
 from toolq.protocol import EventType, JobRequest, Message
 from toolq.store import keys
 from toolq.store.jobstore import JobStore
@@ -38,8 +39,9 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
-async def pickup(url: str, jobs: int) -> tuple[list[float], list[float]]:
-    store = JobStore.from_url(url)
+async def pickup(url: str, jobs: int, fair: bool = False) -> tuple[list[float], list[float]]:
+    """``fair``: submit through the fair-share waiting sets (toolq/store/fair.py), as the gateway does."""
+    store = JobStore.from_url(url, fair=fair)
     server_side, client_side = [], []
     try:
         for i in range(jobs + 3):
@@ -65,11 +67,11 @@ async def pickup(url: str, jobs: int) -> tuple[list[float], list[float]]:
     return server_side, client_side
 
 
-def run_pickup(url: str, jobs: int, env: dict[str, str]) -> tuple[list[float], list[float]]:
+def run_pickup(url: str, jobs: int, env: dict[str, str], fair: bool = False) -> tuple[list[float], list[float]]:
     rules = write_rules([("", "ok")])
     w = WorkerProcess(url, script=rules, env=env).wait_ready()
     try:
-        return asyncio.run(pickup(url, jobs))
+        return asyncio.run(pickup(url, jobs, fair))
     finally:
         w.stop()
 
@@ -91,8 +93,8 @@ async def _wait_started(url: str, job_id: str, attempt: int) -> tuple[float, str
     store = JobStore.from_url(url)
     try:
         async for ev in store.follow(job_id):
-            if ev.type == EventType.started and ev.data.get("attempt") == attempt:
-                return time.monotonic(), ev.data["worker"]
+            if ev.type == EventType.started and (started := StartedData.of(ev)).attempt == attempt:
+                return time.monotonic(), started.worker
             if ev.terminal:
                 raise RuntimeError(f"job ended before attempt {attempt} started: {ev}")
     finally:

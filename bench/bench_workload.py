@@ -33,7 +33,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import redis.asyncio as aioredis
@@ -47,6 +46,7 @@ from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.workers import WorkerProcess  # noqa: E402
 from toolq import Client, errors  # noqa: E402
 from toolq.local import free_port  # noqa: E402
+from toolq.payloads import FinalData, ToolCallData, ToolResultData, payload  # noqa: E402
 from toolq.protocol import EventType  # noqa: E402
 from toolq.store import keys  # noqa: E402
 from worker.settings import bundled_model_path  # noqa: E402
@@ -71,8 +71,8 @@ class JobRun:
     seconds: float = 0.0  # submit to terminal event
     ended_at: float = 0.0  # perf_counter at the terminal event
     terminal: str = "none"
-    calls: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> tool_call event data
-    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # call id -> tool_result event data
+    calls: dict[str, ToolCallData] = field(default_factory=dict)  # call id -> tool_call event data
+    results: dict[str, ToolResultData] = field(default_factory=dict)  # call id -> tool_result event data
     usage: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # the result's queue, generate and tools ms
     iterations: int = 0
@@ -85,21 +85,19 @@ class JobRun:
     def call_problem(self, call_id: str) -> str:
         """Empty when the call is right, else what was wrong with it."""
         call, result = self.calls[call_id], self.results.get(call_id)
-        args = dict(call.get("arguments") or {})
+        args = dict(call.arguments or {})
         if args.get("mode", "add") == "add":
             args.pop("mode", None)
-        if call.get("name") != TOOL or args != {"zorb": self.zorb, "bix": self.bix}:
-            return (
-                f"called {call.get('name')}({call.get('arguments')}), expected {TOOL}(zorb={self.zorb}, bix={self.bix})"
-            )
+        if call.name != TOOL or args != {"zorb": self.zorb, "bix": self.bix}:
+            return f"called {call.name}({call.arguments}), expected {TOOL}(zorb={self.zorb}, bix={self.bix})"
         if result is None:
             return "no tool_result event"
-        content = str(result.get("content"))
-        if not result.get("ok"):
-            return f"tool failed: {result.get('error')}"
-        if result.get("executed") and content != str(self.expected):
+        content = result.content
+        if not result.ok:
+            return f"tool failed: {result.error}"
+        if result.executed and content != str(self.expected):
             return f"tool returned {content!r}, expected {self.expected}"
-        if not result.get("executed") and str(self.expected) not in content:  # a repeat: the earlier result quoted
+        if not result.executed and str(self.expected) not in content:  # a repeat: the earlier result quoted
             return f"repeat answered {content!r}, which does not quote {self.expected}"
         return ""
 
@@ -139,13 +137,14 @@ async def run_job(client: Client, model: str, zorb: int, bix: int, max_tokens: i
             timeout_s=JOB_TIMEOUT_S,
         )
         async for ev in client.events(job_id):
-            if ev.type == EventType.tool_call:
-                job.calls[ev.data["id"]] = ev.data
-            elif ev.type == EventType.tool_result:
-                job.results[ev.data["id"]] = ev.data
+            data = payload(ev)
+            if isinstance(data, ToolCallData):
+                job.calls[data.id] = data
+            elif isinstance(data, ToolResultData):
+                job.results[data.id] = data
             elif ev.terminal:
                 job.terminal = ev.type.value
-                job.usage = dict(ev.data.get("usage") or {})
+                job.usage = data.usage.model_dump() if isinstance(data, FinalData) else {}
                 job.ended_at = time.perf_counter()
                 job.seconds = job.ended_at - t0
                 if ev.type != EventType.final:

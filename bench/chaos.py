@@ -57,6 +57,7 @@ from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import JobRequest, Message
 from toolq.store import keys
 from toolq.store.jobstore import JobStore
+from toolq.store.records import JobRecord
 
 MODEL = "scripted"
 TERMINAL = ("final", "error", "cancelled")
@@ -80,6 +81,7 @@ class Options:
     submit_retry_s: float = 60.0  # how long one submission is retried before it is given up
     drain_timeout_s: float = 120.0  # how long to wait, after the last submission, for every job to end
     keep_logs: bool = False
+    fair: bool = False  # submit through fair share (toolq/store/fair.py), the jobs spread over 3 tenants
 
 
 def short_options(seed: int = 1) -> Options:
@@ -280,7 +282,8 @@ async def submit_one(store: JobStore, marker: str, opts: Options, report: Report
     deadline = time.monotonic() + opts.submit_retry_s
     while True:
         try:
-            job_id, _ = await store.submit(job_request(marker), model=MODEL)
+            tenant = f"t{sum(map(ord, marker)) % 3}"  # under --fair, three tenants share the fleet
+            job_id, _ = await store.submit(job_request(marker), model=MODEL, tenant=tenant)
             return job_id
         except (RedisError, OSError):
             report.submit_retries += 1
@@ -377,9 +380,9 @@ async def verify(r: aioredis.Redis, jobs: dict[str, str], report: Report) -> Non
         terminals = [e for e in events if e["type"] in TERMINAL]
         if not terminals:
             report.lost.append(job_id)
-            rec = {k.decode(): v.decode() for k, v in (await r.hgetall(keys.job(job_id))).items()}
+            rec = JobRecord.from_hash(job_id, await r.hgetall(keys.job(job_id)))
             report.details.append(
-                f"  lost {job_id} [{marker}]: status {rec.get('status')}, attempt {rec.get('attempt')}, events {types}"
+                f"  lost {job_id} [{marker}]: status {rec.status.value}, attempt {rec.attempt}, events {types}"
             )
         if len(terminals) != 1 or (terminals and events[-1] is not terminals[0]):
             report.wrong_terminals.append(job_id)
@@ -411,7 +414,7 @@ async def soak(opts: Options, server: RedisServer, report: Report, t0: float) ->
     markers = [marker_of(opts.seed, i) for i in range(opts.jobs)]
     rules_path = write_rules(rules_for(markers, opts.tool_wait_ms), token_delay_s=opts.token_delay_s)
     fleet = Fleet(server.url, opts.workers, rules_path, opts.max_jobs, report, t0)
-    store = JobStore.from_url(server.url)
+    store = JobStore.from_url(server.url, fair=opts.fair)
     r = aioredis.Redis.from_url(server.url)
     try:
         fleet.wait_ready()
@@ -539,6 +542,11 @@ def parse_args(argv: list[str] | None = None) -> Options:
         help=f"wait at most this long for every job to end ({d.drain_timeout_s:g})",
     )
     p.add_argument(
+        "--fair",
+        action="store_true",
+        help="submit through fair share between three tenants (toolq/store/fair.py) instead of FIFO",
+    )
+    p.add_argument(
         "--keep-logs",
         action="store_true",
         help="keep the worker logs and the Redis folder",
@@ -551,7 +559,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         a.redis_stop,
         a.appendfsync,
     )
-    o.tool_wait_ms, o.keep_logs = a.tool_wait_ms, a.keep_logs
+    o.tool_wait_ms, o.keep_logs, o.fair = a.tool_wait_ms, a.keep_logs, a.fair
     for name in (
         "jobs",
         "kill_every_s",

@@ -13,7 +13,8 @@ from gateway.jobs import JobId, owned
 from gateway.state import GatewayState, State
 from toolq.api import ApprovalDecision, ErrorBody, JobView, ToolResult
 from toolq.errors import JobNotFoundError
-from toolq.protocol import MAX_ANSWERS, ActionKind
+from toolq.limits import MAX_ANSWERS
+from toolq.protocol import ActionKind
 from toolq.store.jobstore import JobNotFound
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -56,6 +57,6 @@ async def _answer(
     await owned(state, job_id, tenant)
     try:
         await state.store.answer_actions(job_id, answers, kind, tenant=tenant)
-        return JobView.of_record(job_id, await owned(state, job_id, tenant))
+        return (await owned(state, job_id, tenant)).view()
     except JobNotFound:
         raise JobNotFoundError(f"job {job_id!r} not found", field="job_id") from None

@@ -10,12 +10,13 @@ import structlog
 from fastapi import FastAPI
 from redis.exceptions import RedisError
 
-from gateway import actions, catalog, errors, health, jobs
+from gateway import actions, catalog, deliveries, errors, health, jobs, threads, usage
 from gateway.auth import KeyRing
 from gateway.fleet import FleetView
 from gateway.limits import BodySizeLimit
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.openai import chat as openai_chat
+from gateway.openai import conversations as openai_conversations
 from gateway.openai import errors as openai_errors
 from gateway.openai import responses as openai_responses
 from gateway.settings import GatewaySettings
@@ -23,6 +24,7 @@ from gateway.state import GatewayState
 from toolq.protocol import PROTOCOL_VERSION
 from toolq.store.fleet import Fleet
 from toolq.store.jobstore import JobNotFound, JobStore, connect
+from toolq.webhook_settings import WebhookSettings
 
 log = structlog.get_logger("toolq.gateway")
 
@@ -36,13 +38,13 @@ def warn_if_open(settings: GatewaySettings) -> None:
         )
 
 
-def create_app(settings: GatewaySettings | None = None) -> FastAPI:
+def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSettings | None = None) -> FastAPI:
     settings = settings or GatewaySettings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         warn_if_open(settings)
-        store = JobStore(connect(settings.redis_url))
+        store = JobStore(connect(settings.redis_url), fair=settings.fair_share)
         metrics = GatewayMetrics()
 
         def on_refresh(fleet: Fleet) -> None:
@@ -50,7 +52,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
 
         async def model_of(job_id: str) -> str | None:
             try:
-                return (await store.record(job_id)).get("model")
+                return (await store.record(job_id)).model
             except JobNotFound:
                 return None
 
@@ -61,6 +63,7 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
             fleet=FleetView(store.redis, settings.registry_cache_s, on_refresh),
             metrics=metrics,
             observer=observer,
+            webhooks=webhooks or WebhookSettings(),
         )
         observer.start()
         try:
@@ -89,9 +92,13 @@ def create_app(settings: GatewaySettings | None = None) -> FastAPI:
     openai_errors.install(app)  # after errors.install: it wraps those handlers for the OpenAI paths
     app.include_router(jobs.router)
     app.include_router(actions.router)
+    app.include_router(deliveries.router)
+    app.include_router(threads.router)
     app.include_router(openai_chat.router)
     app.include_router(openai_responses.router)
+    app.include_router(openai_conversations.router)
     app.include_router(catalog.router)
     app.include_router(health.router)
+    app.include_router(usage.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

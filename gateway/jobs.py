@@ -7,14 +7,18 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Path, Query, Response
 
 from gateway.auth import Tenant
+from gateway.budgets import check_budgets
 from gateway.limits import apply_caps
 from gateway.sse import event_stream
 from gateway.state import GatewayState, State
 from gateway.submission import queue_full
+from gateway.webhook_target import settle_webhook
 from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
 from toolq.errors import BadRequest, JobNotFoundError, ToolqError
 from toolq.protocol import JobRequest, JobStatus
 from toolq.store.jobstore import JobNotFound, NotSubmitted, QueueAtLimit
+from toolq.store.records import JobRecord
+from toolq.tenants import policy_of
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -23,14 +27,14 @@ JobId = Annotated[str, Path(min_length=1, max_length=128, description="the job i
 _ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 422)}
 
 
-async def owned(state: GatewayState, job_id: str, tenant: str) -> dict[str, str]:
+async def owned(state: GatewayState, job_id: str, tenant: str) -> JobRecord:
     """The job's record, or 404 when it does not exist or belongs to another tenant (which must
     look exactly like a job that does not exist)."""
     try:
         rec = await state.store.record(job_id)
     except JobNotFound:
         rec = None
-    if rec is None or rec.get("tenant") != tenant or "request" not in rec:
+    if rec is None or rec.tenant != tenant or not rec.submitted:
         raise JobNotFoundError(f"job {job_id!r} not found", field="job_id")
     return rec
 
@@ -64,14 +68,22 @@ async def submit_job(
     model: str | None = None
     try:
         apply_caps(request, settings)
+        await check_budgets(state, tenant)
+        request = await settle_webhook(request, tenant, state.webhooks)
         model = (await state.fleet.get()).resolve(request)
     except ToolqError as e:
         refusal = e
     try:
         job_id, created = await store.submit(
-            request, model=model, tenant=tenant, idempotency_key=key, max_queue_depth=settings.max_queue_depth
+            request,
+            model=model,
+            tenant=tenant,
+            idempotency_key=key,
+            max_queue_depth=settings.max_queue_depth,
+            policy=policy_of(settings.tenants, tenant),
         )
     except QueueAtLimit as e:
+        state.metrics.refused(tenant, "queue_full")
         raise queue_full(e, model, state) from None
     except NotSubmitted:
         assert refusal is not None
@@ -79,7 +91,7 @@ async def submit_job(
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     if not created:  # the job the key already names
         response.status_code = 200
-        return JobAccepted.of_record(job_id, await owned(state, job_id, tenant), created=False)
+        return (await owned(state, job_id, tenant)).accepted(created=False)
     assert model is not None  # the submit script creates a job only when the checks chose its model
     return JobAccepted(job_id=job_id, status=JobStatus.queued, model=model, created=True, links=Links.of(job_id))
 
@@ -87,7 +99,7 @@ async def submit_job(
 @router.get("/{job_id}", response_model=JobView, responses=_ERRORS)
 async def get_job(job_id: JobId, tenant: Tenant, state: State) -> JobView:
     """The job's status, and its result once it has ended."""
-    return JobView.of_record(job_id, await owned(state, job_id, tenant))
+    return (await owned(state, job_id, tenant)).view()
 
 
 @router.get(
@@ -116,7 +128,7 @@ async def job_events(
             raise BadRequest("Last-Event-ID must be an event seq (a non-negative integer)", field="Last-Event-ID")
         start = int(text)
     rec = await owned(state, job_id, tenant)
-    if rec.get("terminal") == "1" and start >= int(rec.get("seq", 0)):
+    if rec.terminal and start >= rec.seq:
         # Everything, the terminal event included, was delivered: nothing will ever follow. 204 is
         # what tells an EventSource to stop reconnecting (and JobStore.follow would wait forever).
         return Response(status_code=204)

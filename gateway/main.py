@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
-from toolq.cli import CommandError, validation_message
+from toolq.errors import CommandError
+from toolq.field_errors import validation_message
 from toolq.logs import configure_logging
 
 

@@ -3,7 +3,10 @@
 The gateway subscribes to the all-jobs channel, so the figures cover every job in the system,
 including those submitted straight into Redis by the SDK. Each gateway replica therefore reports
 the same cluster-wide counts: aggregate replicas with ``max``, not ``sum``. Labels are bounded on
-purpose: model, outcome, tool (only names a live worker serves); never job or tenant ids.
+purpose: model, outcome, tool (only names a live worker serves), tenant (the configured API keys'
+tenants: the figures per tenant come from Redis, toolq/store/fair.py and toolq/store/usage.py, so
+every replica reports the same; only the 429 counter is this replica's own: aggregate it with
+``sum``); never job ids.
 Pub/sub is fire-and-forget, so a gateway that loses its subscription for a moment misses those
 events' figures; the jobs themselves are unaffected.
 """
@@ -19,11 +22,15 @@ from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from toolq.protocol import EventType
+from toolq.payloads import MODELS, FinalData, QueuedData, StartedData, TokenData, ToolCallData, ToolResultData
+from toolq.protocol import TERMINAL_EVENTS, EventType
 from toolq.store import keys
+from toolq.store.fair import FairQueue
 from toolq.store.fleet import Fleet
+from toolq.store.usage import read_usage
 
 log = structlog.get_logger("toolq.gateway")
 
@@ -100,9 +107,52 @@ class GatewayMetrics:
         self.events_seen = Counter(
             "toolq_gateway_events_observed", "Job events the gateway's subscriber read", registry=r
         )
+        # Per tenant (fair share and budgets): read from Redis at scrape time, but the 429s.
+        self.tenant_waiting = Gauge(
+            "toolq_tenant_jobs_waiting", "Jobs waiting for a fair turn", ["tenant", "model"], registry=r
+        )
+        self.tenant_running = Gauge(
+            "toolq_tenant_jobs_running", "Jobs handed to a worker, not ended or paused", ["tenant"], registry=r
+        )
+        self.tenant_started = Gauge(
+            "toolq_tenant_jobs_started",
+            "Jobs handed to a worker so far (a counter kept in Redis)",
+            ["tenant"],
+            registry=r,
+        )
+        self.tenant_tokens = Gauge(
+            "toolq_tenant_tokens",
+            "Prompt + completion tokens of ended jobs (a counter kept in Redis)",
+            ["tenant"],
+            registry=r,
+        )
+        self.refusals = Counter(
+            "toolq_tenant_refusals",
+            "Submissions answered 429, by reason (queue_full, tokens_per_minute, tokens_per_day); this replica's",
+            ["tenant", "reason"],
+            registry=r,
+        )
         self._jobs: OrderedDict[str, _Track] = OrderedDict()
         self._models_seen: set[str] = set()
         self.known_tools: frozenset[str] = frozenset()
+
+    def refused(self, tenant: str, reason: str) -> None:
+        self.refusals.labels(tenant, reason).inc()
+
+    async def _tenant_figures(self, redis: Any, models: list[str]) -> None:
+        fair = FairQueue(redis)
+        started = await fair.started()
+        self.tenant_waiting.clear()  # a tenant with nothing waiting drops out rather than stick
+        tenants = set(started)
+        for model in models:
+            for tenant, n in (await fair.waiting(model)).items():
+                self.tenant_waiting.labels(tenant, model).set(n)
+                tenants.add(tenant)
+        for tenant, n in (await fair.running(sorted(tenants))).items():
+            self.tenant_running.labels(tenant).set(n)
+        for tenant in tenants:
+            self.tenant_started.labels(tenant).set(started.get(tenant, 0))
+            self.tenant_tokens.labels(tenant).set((await read_usage(redis, tenant)).tokens)
 
     # ------------------------------------------------------------------ from events
 
@@ -118,46 +168,44 @@ class GatewayMetrics:
     def observe(self, ev: dict[str, Any], model_of: str | None = None) -> None:
         """Account one event (the JSON published on ``toolq:events``)."""
         self.events_seen.inc()
-        job_id, data, ts = ev.get("job_id", ""), ev.get("data") or {}, int(ev.get("ts") or 0)
+        job_id, ts = ev.get("job_id", ""), int(ev.get("ts") or 0)
         try:
             etype = EventType(ev.get("type"))
-        except ValueError:
+            d = MODELS[etype].model_validate(ev.get("data") or {})
+        except (ValueError, ValidationError):
             return
         track = self._jobs.get(job_id)
-        if etype is EventType.queued:
-            model = str(data.get("model") or model_of or "unknown")
+        if isinstance(d, QueuedData):
+            model = d.model or model_of or "unknown"
             self.submitted.labels(model).inc()
             self._remember(job_id, _Track(model, queued_ms=ts))
-        elif etype is EventType.started:
-            model = str(data.get("model") or (track.model if track else model_of) or "unknown")
+        elif isinstance(d, StartedData):
+            model = d.model or (track.model if track else model_of) or "unknown"
             if track is None:
                 track = _Track(model)
                 self._remember(job_id, track)
-            if track.queued_ms is not None and int(data.get("attempt", 1)) == 1:
+            if track.queued_ms is not None and d.attempt == 1:
                 self.queue_wait.labels(model).observe(max(0, ts - track.queued_ms) / 1000)
             track.started_ms, track.first_token = ts, False
-        elif etype is EventType.token:
+        elif isinstance(d, TokenData):
             if track and track.started_ms is not None and not track.first_token:
                 track.first_token = True
                 self.ttft.labels(track.model).observe(max(0, ts - track.started_ms) / 1000)
-        elif etype is EventType.tool_call:
-            self.tool_calls.labels(self._tool(data.get("name"))).inc()
-        elif etype is EventType.tool_result:
-            tool = self._tool(data.get("name"))
-            self.tool_results.labels(tool, "true" if data.get("ok") else "false").inc()
-            if data.get("executed", True) and isinstance(data.get("duration_ms"), (int, float)):
-                self.tool_duration.labels(tool).observe(max(0.0, data["duration_ms"]) / 1000)
-        else:  # terminal
+        elif isinstance(d, ToolCallData):
+            self.tool_calls.labels(self._tool(d.name)).inc()
+        elif isinstance(d, ToolResultData):
+            tool = self._tool(d.name)
+            self.tool_results.labels(tool, "true" if d.ok else "false").inc()
+            if d.executed and d.duration_ms is not None:
+                self.tool_duration.labels(tool).observe(max(0.0, d.duration_ms) / 1000)
+        elif etype in TERMINAL_EVENTS:
             self._jobs.pop(job_id, None)
             model = track.model if track else (model_of or "unknown")
             outcome = {EventType.final: "succeeded", EventType.error: "failed"}.get(etype, "cancelled")
             self.finished.labels(model, outcome).inc()
-            if etype is EventType.final:
-                usage = data.get("usage") or {}
-                if isinstance(usage.get("completion_tokens"), int):
-                    self.tokens.labels(model).inc(usage["completion_tokens"])
-                if isinstance(data.get("iterations"), int):
-                    self.iterations.labels(model).observe(data["iterations"])
+            if isinstance(d, FinalData):
+                self.tokens.labels(model).inc(d.usage.completion_tokens)
+                self.iterations.labels(model).observe(d.iterations)
 
     def needs_model(self, ev: dict[str, Any]) -> bool:
         """A terminal or started event of a job we have not tracked (the gateway started after it)."""
@@ -183,6 +231,7 @@ class GatewayMetrics:
             self.batch_size.labels(view.id).set(sum(w.batch_size for w in workers) / len(workers) if workers else 0)
             self.prefill_tps.labels(view.id).set(sum(w.prefill_tps for w in workers))
             self.decode_tps.labels(view.id).set(sum(w.decode_tps for w in workers))
+        await self._tenant_figures(redis, sorted(self._models_seen))
         return generate_latest(self.registry)
 
 

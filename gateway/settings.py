@@ -13,6 +13,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from toolq.settings import DEFAULT_REDIS_URL
+from toolq.tenants import TenantPolicy, parse_tenants
 
 DEFAULT_PORT = 8000
 OPEN_TENANT = "default"  # the tenant of every caller when no keys are configured
@@ -37,6 +38,10 @@ class GatewaySettings(BaseSettings):
     action_timeout_cap_s: float = Field(default=86400.0, gt=0)  # how long a paused job may wait on its caller
     max_queue_depth: int = Field(default=1000, ge=1)  # per model: jobs queued or running
     retry_after_s: int = Field(default=2, ge=1)
+    # Per-tenant weight, running cap and token budgets (toolq/tenants.py), JSON; "*" is the default.
+    tenants: Annotated[dict[str, TenantPolicy], NoDecode] = Field(default_factory=dict)
+    # Fair share between tenants (toolq/store/fair.py); off: one first-in first-out queue per model.
+    fair_share: bool = True
 
     # Behaviour
     keepalive_s: float = Field(default=15.0, gt=0)  # SSE comment while a job is quiet
@@ -63,6 +68,11 @@ class GatewaySettings(BaseSettings):
                 raise ValueError("TOOLQ_API_KEYS entries are key:tenant, separated by commas")
             keys[key] = tenant
         return keys
+
+    @field_validator("tenants", mode="before")
+    @classmethod
+    def _parse_tenants(cls, v: Any) -> Any:
+        return parse_tenants(v)
 
     @field_validator("api_keys")
     @classmethod

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, cast
 
 from fastapi import Depends, Request
@@ -11,6 +11,7 @@ from gateway.fleet import FleetView
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.settings import GatewaySettings
 from toolq.store.jobstore import JobStore
+from toolq.webhook_settings import WebhookSettings
 
 
 @dataclass
@@ -20,6 +21,7 @@ class GatewayState:
     fleet: FleetView
     metrics: GatewayMetrics
     observer: EventObserver
+    webhooks: WebhookSettings = field(default_factory=WebhookSettings)  # toolq/webhook_settings.py
 
 
 async def get_state(request: Request) -> GatewayState:

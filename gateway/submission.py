@@ -13,23 +13,33 @@ from contextlib import suppress
 
 from starlette.requests import Request
 
+from gateway.budgets import check_budgets
 from gateway.limits import apply_caps
 from gateway.state import GatewayState
+from gateway.webhook_target import settle_webhook
 from toolq.errors import QueueFull
 from toolq.protocol import Event, JobRequest
 from toolq.store.jobstore import QueueAtLimit
+from toolq.tenants import policy_of
 
 
 async def submit(state: GatewayState, request: JobRequest, tenant: str) -> tuple[str, str]:
     """Check and enqueue a job; returns (job id, model). Raises the ToolqError of a refusal
     (caps, unknown model or tool, no worker, QueueFull with Retry-After)."""
     apply_caps(request, state.settings)
+    await check_budgets(state, tenant)
+    request = await settle_webhook(request, tenant, state.webhooks)
     model = (await state.fleet.get()).resolve(request)
     try:
         job_id, _ = await state.store.submit(
-            request, model=model, tenant=tenant, max_queue_depth=state.settings.max_queue_depth
+            request,
+            model=model,
+            tenant=tenant,
+            max_queue_depth=state.settings.max_queue_depth,
+            policy=policy_of(state.settings.tenants, tenant),
         )
     except QueueAtLimit as e:
+        state.metrics.refused(tenant, "queue_full")
         raise queue_full(e, model, state) from None
     return job_id, model
 

@@ -54,6 +54,18 @@ fetch_corpus() {
   echo "setup: chat-template corpus in $corpus ($(ls "$corpus" | wc -l) files)"
 }
 
+# The CPU wheel is also left in deploy/wheels/, where deploy/Dockerfile.worker-cpu installs it
+# instead of compiling llama.cpp a second time (deploy/wheels/README.md). A hard link where it can.
+share_wheel() {
+  [ "$flavor" = "cpu" ] || return 0
+  for whl in "$cache"/llama_cpp_python-"$LLAMA_VERSION"-*.whl; do
+    [ -f "$whl" ] || continue
+    [ -f "$root/deploy/wheels/$(basename "$whl")" ] && continue
+    mkdir -p "$root/deploy/wheels"
+    ln -f "$whl" "$root/deploy/wheels/" 2>/dev/null || cp -f "$whl" "$root/deploy/wheels/"
+  done
+}
+
 log="$venv/setup.log"
 # pip's chatter goes to a log, shown only when a step fails.
 quiet() {
@@ -68,6 +80,7 @@ quiet() {
 want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$LLAMA_VERSION-$flavor"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/python" ]; then
   fetch_corpus
+  share_wheel
   exit 0
 fi
 
@@ -96,5 +109,6 @@ if [ -f pyproject.toml ]; then
   quiet "${pip[@]}" install --find-links "$cache" -e ".[test]"
 fi
 fetch_corpus
+share_wheel
 echo "$want" > "$stamp"
 echo "setup: ready ($venv)"

@@ -1,31 +1,28 @@
 """Shared fixtures: a real Redis server for every test that needs one.
 
 Where the server comes from, in order: ``REDIS_URL`` (or ``TOOLQ_TEST_REDIS_URL``), else a
-container through testcontainers when a Docker engine answers, else a ``redis-server`` spawned on
-a free port for the session. Each test gets its own logical database, flushed before use, so
-tests are isolated from each other and from anything else on the server.
+container through testcontainers when a Docker engine answers (toolq/testing/redis.py: the image
+of docker-compose.yml, Ryuk off, the container removed at the end of the session), else a
+``redis-server`` spawned on a free port for the session. Under ``CI=true`` the engine must answer.
+When it answers but lacks the image, the run stops at once with one line that names the image and
+how to get it. Each test gets its own logical database, flushed before use, so tests are isolated
+from each other and from anything else on the server.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import pytest
 import redis
 
 from tests.support.redis_server import RedisServer
 from toolq.local import redis_answers
-
-
-def _docker_answers() -> bool:
-    try:
-        import docker  # installed with testcontainers
-
-        docker.from_env(timeout=2).ping()
-        return True
-    except Exception:
-        return False
+from toolq.testing.engine import docker_unavailable, in_ci
+from toolq.testing.images import ImageMissing
+from toolq.testing.redis import running_redis
 
 
 @pytest.fixture(scope="session")
@@ -36,14 +33,17 @@ def redis_base_url() -> Iterator[str]:
             pytest.fail(f"REDIS_URL={url} does not answer PING")
         yield url.rsplit("/", 1)[0] if url.count("/") > 2 else url
         return
-    if _docker_answers():
-        from testcontainers.core.container import DockerContainer
-        from testcontainers.core.waiting_utils import wait_for_logs
-
-        with DockerContainer("redis:7-alpine").with_exposed_ports(6379) as c:
-            wait_for_logs(c, "Ready to accept connections", timeout=30)
-            yield f"redis://{c.get_container_host_ip()}:{c.get_exposed_port(6379)}"
+    no_docker = docker_unavailable()
+    if no_docker is None:
+        with ExitStack() as stack:
+            try:
+                url = stack.enter_context(running_redis())
+            except ImageMissing as e:
+                pytest.exit(f"the tests' Redis: {e}", returncode=1)  # one line, not an error per test
+            yield url
         return
+    if in_ci():
+        pytest.exit(f"CI=true: the tests' Redis comes from testcontainers, but {no_docker}", returncode=1)
     server = RedisServer()
     server.start()
     try:

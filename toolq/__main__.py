@@ -2,6 +2,6 @@
 
 import sys
 
-from toolq.cli import main
+from toolq.commands.cli import main
 
 sys.exit(main())

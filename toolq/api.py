@@ -6,17 +6,14 @@ client SDK returns them, typed.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from toolq.limits import MAX_REASON_CHARS, MAX_TOOL_RESULT_BYTES
 from toolq.protocol import (
-    MAX_REASON_CHARS,
-    MAX_TOOL_RESULT_BYTES,
     JobResult,
     JobStatus,
-    PendingAction,
     RequiredAction,
     Where,
 )
@@ -40,16 +37,6 @@ class JobAccepted(BaseModel):
     created: bool = Field(description="false when an Idempotency-Key matched an earlier job")
     links: Links
 
-    @classmethod
-    def of_record(cls, job_id: str, rec: dict[str, str], *, created: bool) -> JobAccepted:
-        return cls(
-            job_id=job_id,
-            status=JobStatus(rec["status"]),
-            model=rec.get("model", ""),
-            created=created,
-            links=Links.of(job_id),
-        )
-
 
 class JobView(BaseModel):
     job_id: str
@@ -63,34 +50,6 @@ class JobView(BaseModel):
         default=None, description="while the job is paused (requires_action): the calls still unanswered"
     )
     links: Links
-
-    @classmethod
-    def of_record(cls, job_id: str, rec: dict[str, str]) -> JobView:
-        """From the job's record as JobStore.record returns it."""
-        return cls(
-            job_id=job_id,
-            status=JobStatus(rec["status"]),
-            model=rec.get("model", ""),
-            attempt=int(rec.get("attempt", 1)),
-            created_ms=int(rec.get("created_ms", 0)),
-            finished_ms=int(rec["finished_ms"]) if rec.get("finished_ms") else None,
-            result=JobResult.model_validate_json(rec["result"]) if rec.get("result") else None,
-            required_action=required_action(rec),
-            links=Links.of(job_id),
-        )
-
-
-def required_action(rec: dict[str, str]) -> RequiredAction | None:
-    """The calls a paused job still waits on, from its record (toolq/store/lua/pause.lua writes them)."""
-    if rec.get("status") != JobStatus.requires_action.value or not rec.get("actions"):
-        return None
-    actions: dict[str, dict[str, Any]] = json.loads(rec["actions"])
-    calls = [
-        PendingAction.model_validate({k: v for k, v in a.items() if k != "answer"})
-        for a in actions.values()
-        if a.get("answer") is None
-    ]
-    return RequiredAction(calls=calls, deadline_ms=int(rec.get("action_deadline_ms") or 0))
 
 
 # ---------------------------------------------------------------------- answers to a paused job
@@ -195,3 +154,23 @@ class ErrorDetail(BaseModel):
 
 class ErrorBody(BaseModel):
     error: ErrorDetail
+
+
+class UsageView(BaseModel):
+    """GET /v1/usage: the caller's own tenant's figures and policy (toolq/tenants.py)."""
+
+    tenant: str
+    tokens_this_minute: int = Field(description="prompt + completion tokens of jobs ended this clock minute")
+    tokens_today: int = Field(description="the same, this UTC day")
+    tokens: int = Field(description="the same, since usage was first counted")
+    prompt_tokens: int
+    completion_tokens: int
+    jobs: int = Field(description="jobs whose tokens were counted (ended jobs)")
+    waiting: int = Field(description="jobs waiting for a fair turn, every model")
+    running: int = Field(description="jobs handed to a worker and not ended or paused")
+    started: int = Field(description="jobs handed to a worker so far")
+    weight: float
+    max_running: int | None = None
+    tokens_per_minute: int | None = None
+    tokens_per_day: int | None = None
+    job_tokens: int | None = None

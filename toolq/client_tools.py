@@ -13,7 +13,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from toolq.api import ApprovalDecision, ToolResult
-from toolq.protocol import MAX_TOOL_RESULT_BYTES, FunctionTool, PendingAction
+from toolq.limits import MAX_TOOL_RESULT_BYTES
+from toolq.protocol import FunctionTool, PendingAction
 from toolq.tools import ToolRegistry
 
 __all__ = ["Approver", "ClientTools"]

@@ -2,7 +2,8 @@
 
 The gateway turns them into ``{"error": {"code", "message", "field"}}`` answers; the client SDK turns
 those answers back into the same classes, and raises them directly in its Redis mode, so a
-caller catches ``UnknownModel`` whether it talks HTTP or Redis.
+caller catches ``UnknownModel`` whether it talks HTTP or Redis. ``CommandError`` is the one
+error of the command line.
 """
 
 from __future__ import annotations
@@ -79,6 +80,12 @@ class JobNotFoundError(NotFound):
     code = "job_not_found"
 
 
+class ThreadNotFoundError(NotFound):
+    """No such thread for this caller (never created, expired, deleted, or another tenant's)."""
+
+    code = "thread_not_found"
+
+
 class Conflict(ToolqError):
     """The job is not in a state that allows this (HTTP 409); the job is unchanged."""
 
@@ -99,6 +106,12 @@ class JobAlreadyEnded(Conflict):
     code = "job_ended"
 
 
+class RunActive(Conflict):
+    """A run on a thread with multitask_strategy ``reject`` while another run is active."""
+
+    code = "run_active"
+
+
 class BodyTooLarge(ToolqError):
     status, code = 413, "body_too_large"
 
@@ -109,6 +122,17 @@ class QueueFull(ToolqError):
     def __init__(self, message: str, *, retry_after_s: int, **kw: Any):
         super().__init__(message, headers={"Retry-After": str(retry_after_s)}, **kw)
         self.retry_after_s = retry_after_s
+
+
+class BudgetExhausted(QueueFull):
+    """A tenant's token budget for the current window is spent: a 429 naming the budget."""
+
+    code = "budget_exhausted"
+
+    def __init__(self, message: str, *, budget: str, retry_after_s: int, **kw: Any):
+        kw.pop("field", None)
+        super().__init__(message, retry_after_s=retry_after_s, field=budget, **kw)
+        self.budget = budget  # tokens_per_minute | tokens_per_day: the error's field
 
 
 class Unavailable(ToolqError):
@@ -139,8 +163,11 @@ BY_CODE: dict[str, type[ToolqError]] = {
         AlreadyAnswered,
         NotPaused,
         JobAlreadyEnded,
+        ThreadNotFoundError,
+        RunActive,
         BodyTooLarge,
         QueueFull,
+        BudgetExhausted,
         Unavailable,
     )
 }
@@ -153,9 +180,18 @@ def from_response(status: int, body: Any, headers: dict[str, str] | None = None)
         return ToolqError(f"HTTP {status}: {body!r}"[:500], code="http_error")
     code, message = str(err.get("code", "http_error")), str(err.get("message", ""))
     cls = BY_CODE.get(code, ToolqError)
-    if cls is QueueFull:
+    if cls is QueueFull or cls is BudgetExhausted:
         retry = (headers or {}).get("retry-after", "1")
-        return QueueFull(message, retry_after_s=int(retry) if retry.isdigit() else 1, field=err.get("field"))
+        retry_s = int(retry) if retry.isdigit() else 1
+        if cls is BudgetExhausted:
+            return BudgetExhausted(message, budget=str(err.get("field") or ""), retry_after_s=retry_s)
+        return QueueFull(message, retry_after_s=retry_s, field=err.get("field"))
     exc = cls(message, field=err.get("field"), code=code)
     exc.status = status
     return exc
+
+
+class CommandError(Exception):
+    """Input a `toolq` command cannot work with (a bad flag, setting or file). The CLI front
+    (``toolq/commands/cli.py``) prints the message as one line and exits with status 2; any room's
+    command handler may raise it without importing the CLI."""

@@ -3,6 +3,10 @@
 Everything that crosses Redis or HTTP is one of these models, serialized as JSON (events,
 results, job records) or msgpack (arq payloads); never pickle. Change a shape only on purpose
 and bump PROTOCOL_VERSION with it.
+
+A leaf of the house: besides pydantic and jsonschema it imports only its sizes
+(``toolq/limits.py``) and the tool-definition checks (``toolq/definitions.py``), which import
+nothing of the house either.
 """
 
 from __future__ import annotations
@@ -12,11 +16,13 @@ import secrets
 import time
 from enum import Enum
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from toolq.tools.schemas import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, check_parameters, check_tool_name
+from toolq.definitions import check_parameters, check_tool_name
+from toolq.limits import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, MAX_STOP, MAX_TOOLS
 
 PROTOCOL_VERSION = 1
 
@@ -117,7 +123,6 @@ ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 # Where a tool call runs: the worker's own registry, a tool service (toolq.ToolService, over Redis),
 # the caller (the job pauses until the result is posted), or an MCP server a worker or service holds.
 Where = Literal["worker", "service", "client", "mcp"]
-MAX_TOOLS = 128  # tools in one request, as OpenAI allows
 
 
 class FunctionSpec(_Model):
@@ -180,7 +185,6 @@ class FunctionTool(_Model):
 
 
 ToolRef = str | FunctionTool
-MAX_STOP = 4  # stop sequences in one request, as OpenAI allows
 
 
 class ResponseFormat(_Model):
@@ -209,6 +213,40 @@ class ResponseFormat(_Model):
         elif self.json_schema is not None:
             raise ValueError("only a json_schema response format takes a schema")
         return self
+
+
+# ---------------------------------------------------------------- webhooks
+
+# The events a webhook may report: a job's terminal event (final, error, cancelled) and its pauses.
+WebhookEvent = Literal["completed", "failed", "cancelled", "requires_action"]
+WEBHOOK_EVENTS: tuple[WebhookEvent, ...] = ("completed", "failed", "cancelled", "requires_action")
+
+
+class Webhook(_Model):
+    """Where a job reports its end and its pauses, signed per Standard Webhooks (README: Webhooks).
+    A bare URL string stands for every event. Reusable by any request that names a webhook."""
+
+    url: str = Field(min_length=1, max_length=2048)
+    events: list[WebhookEvent] = Field(default_factory=lambda: list(WEBHOOK_EVENTS), min_length=1, max_length=4)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_url(cls, v: Any) -> Any:
+        return {"url": v} if isinstance(v, str) else v
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("a webhook URL is http(s)://host[:port]/path")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("a webhook URL carries no credentials (deliveries are signed instead)")
+        try:
+            parts.port  # noqa: B018  (raises on a port that is not a number in 0..65535)
+        except ValueError:
+            raise ValueError("a webhook URL's port is a number from 1 to 65535") from None
+        return v
 
 
 class JobRequest(_Model):
@@ -240,6 +278,11 @@ class JobRequest(_Model):
     on_client_tool: Literal["pause", "end"] = "pause"
     metadata: dict[str, Any] = Field(default_factory=dict)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
+    # Within its tenant, a job of a higher priority starts first (9 first); across tenants the fair
+    # shares decide (toolq/store/fair.py). It orders only the tenant's own waiting jobs.
+    priority: int = Field(default=0, ge=0, le=9)
+    # Signed callbacks of this job's end and pauses (None: the tenant's default, if the operator set one).
+    webhook: Webhook | None = None
 
     @field_validator("version")
     @classmethod
@@ -346,6 +389,7 @@ class ErrorCode(str, Enum):
     tool_service_unavailable = "tool_service_unavailable"
     engine_error = "engine_error"
     worker_lost = "worker_lost"
+    budget_exceeded = "budget_exceeded"  # the job's tokens across its rounds passed its tenant's cap
     internal = "internal"
 
 
@@ -378,12 +422,6 @@ class Timings(_Model):
     tools_ms: float = 0.0
     total_ms: float = 0.0
 
-
-# What a caller may post to a paused job: results are untrusted text (the worker tokenizes them as
-# plain text), bounded in size; one post answers at most this many calls.
-MAX_TOOL_RESULT_BYTES = 256 * 1024
-MAX_ANSWERS = MAX_TOOLS
-MAX_REASON_CHARS = 4096
 
 ActionKind = Literal["client", "approval"]
 

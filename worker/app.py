@@ -2,7 +2,9 @@
 
 The queue is arq's (toolq/store/arq_link.py holds everything that knows arq); this module wires the
 worker's parts to it:
-- pickup: enqueuers push a wake token; an idle worker blocks on it instead of sleeping a poll;
+- pickup: enqueuers push a wake token; an idle worker blocks on it instead of sleeping a poll,
+  and before each look at the queue asks for the fairly chosen jobs due next, one per free slot
+  (toolq/store/fair.py);
 - one attempt of a job (worker/jobrun.py), stopped between tokens by its cancel key
   (worker/cancel.py) or its deadline;
 - leases (worker/heartbeat.py, toolq/store/leases.py): a running job's lease is renewed every
@@ -24,14 +26,15 @@ import structlog
 
 from toolq.store import keys
 from toolq.store.arq_link import StalledPickups, WakeableWorker, make_worker
+from toolq.store.fair import FairQueue
 from toolq.store.jobstore import JobStore
 from toolq.store.leases import Leases
 from toolq.tools import load_tool_modules
+from worker.conversation import ConversationLoop
 from worker.formats.choice import choose_format
 from worker.generation import Engine
 from worker.heartbeat import deregister, heartbeat
 from worker.jobrun import run_job
-from worker.loop import ConversationLoop
 from worker.settings import WorkerSettings
 from worker.sources.registry import RegistrySource
 from worker.sources.services import ServiceSource
@@ -103,6 +106,7 @@ def create_worker(
             max_jobs=max_jobs,
         )
         holder["state"] = state
+        holder["fair"] = FairQueue(redis)
         state.background.append(asyncio.create_task(heartbeat(state)))
         state.background.append(asyncio.create_task(services.keep_fresh()))
         log.info(
@@ -129,6 +133,11 @@ def create_worker(
     async def run(job_id: str, attempt: int) -> str:
         return await run_job(holder["state"], job_id, attempt)
 
+    async def feed(free: int) -> None:
+        fair = holder.get("fair")
+        if fair is not None:
+            await fair.dispatch(model, free)
+
     return make_worker(
         model=model,
         worker_id=worker_id,
@@ -142,4 +151,5 @@ def create_worker(
         wake=settings.wake_on_enqueue,
         shutdown_grace_s=settings.shutdown_grace_s,
         handle_signals=handle_signals,
+        feed=feed,
     )

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from toolq.cli import CommandError, validation_message
+from toolq.errors import CommandError
+from toolq.field_errors import validation_message
 
 
 def register(subparsers: Any) -> None:

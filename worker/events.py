@@ -6,7 +6,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from toolq.protocol import EventType, JobResult, JobStatus, ToolCall, Where
+from toolq.payloads import (
+    CancelledData,
+    ErrorData,
+    EventData,
+    FinalData,
+    StartedData,
+    TokenData,
+    ToolCallData,
+    ToolResultData,
+)
+from toolq.protocol import JobResult, JobStatus, ToolCall, Where
 from toolq.store.jobstore import JobStore
 from worker import metrics
 
@@ -25,13 +35,12 @@ class EventLog:
         self._flush_lock = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def _emit(self, type: EventType, data: dict[str, Any], **kw: Any) -> int:
-        return await self.store.emit(self.job_id, type, data, attempt=self.attempt, **kw)
+    async def _emit(self, data: EventData, **kw: Any) -> int:
+        return await self.store.emit(self.job_id, data.type, data.to_wire(), attempt=self.attempt, **kw)
 
     async def started(self, *, worker_id: str, model: str, resumed: bool) -> int:
         return await self._emit(
-            EventType.started,
-            {"attempt": self.attempt, "worker": worker_id, "model": model, "resumed": resumed},
+            StartedData(attempt=self.attempt, worker=worker_id, model=model, resumed=resumed),
             status=JobStatus.running,
             lease_ms=self.lease_ms,
         )
@@ -45,10 +54,10 @@ class EventLog:
         where: Where = "worker",
         awaiting: str | None = None,
     ) -> int:
-        data = {"id": call.id, "name": call.name, "arguments": call.arguments, "iteration": iteration, "where": where}
+        data = ToolCallData(id=call.id, name=call.name, arguments=call.arguments, iteration=iteration, where=where)
         if awaiting:
-            data["awaiting"] = awaiting  # "client" or "approval": the job pauses for its caller
-        return await self._emit(EventType.tool_call, data, checkpoint=checkpoint)
+            data.awaiting = awaiting  # "client" or "approval": the job pauses for its caller
+        return await self._emit(data, checkpoint=checkpoint)
 
     async def tool_result(
         self,
@@ -66,25 +75,23 @@ class EventLog:
         # result that a resumed attempt would produce again.
         await self.flush_tokens()
         metrics.observe_tool(call.name, ok, duration_ms)
-        return await self._emit(
-            EventType.tool_result,
-            {
-                "id": call.id,
-                "name": call.name,
-                "ok": ok,
-                "content": content,
-                "error": error,
-                "duration_ms": round(duration_ms, 3),
-                "executed": executed,
-                "where": where,
-            },
-            checkpoint=checkpoint,
+        data = ToolResultData(
+            id=call.id,
+            name=call.name,
+            ok=ok,
+            content=content,
+            error=error,
+            duration_ms=round(duration_ms, 3),
+            executed=executed,
+            where=where,
         )
+        return await self._emit(data, checkpoint=checkpoint)
 
-    async def end(self, type: EventType, data: dict[str, Any], result: JobResult) -> int:
+    async def end(self, data: FinalData | ErrorData | CancelledData, result: JobResult) -> int:
+        """The terminal event with the job's result."""
         await self.flush_tokens()
-        seq = await self._emit(type, data, result=result)
-        metrics.observe_result(type.value, result)
+        seq = await self._emit(data, result=result, usage=result.usage)
+        metrics.observe_result(data.type.value, result)
         return seq
 
     # ------------------------------------------------------------------ tokens
@@ -111,7 +118,7 @@ class EventLog:
         async with self._flush_lock:
             if self._pending:
                 text, self._pending = "".join(self._pending), []
-                await self._emit(EventType.token, {"text": text})
+                await self._emit(TokenData(text=text))
 
     async def close(self) -> None:
         if self._flushing is not None:

@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from toolq.protocol import now_ms
 from toolq.store import arq_link, fleet, pauses
 from toolq.store.fleet import WorkerInfo
+from worker.endings import StopCause
 from worker.state import WorkerState
 
 log = structlog.get_logger("toolq.worker")
@@ -77,7 +78,7 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
             continue
         if not await state.leases.renew(running.job_id, running.attempt, s.lease_ms):
             # another worker took the job over (our lease ran out): stop without publishing
-            running.interrupt("superseded")
+            running.interrupt(StopCause.superseded)
     state.beats += 1
     if state.beats % PRUNE_EVERY == 1:
         await fleet.read_fleet(redis, prune=True)  # reading drops members whose hash expired

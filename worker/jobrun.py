@@ -1,23 +1,22 @@
 """One attempt of one job: load it, run the conversation loop under its deadline, then publish
-how it ended (final, cancelled or a typed error), or hand it back without publishing anything
-half-done when another attempt took it over or the worker is shutting down."""
+how it ended (final, cancelled or a typed error), park it for its caller, or hand it back without
+publishing anything half-done when another attempt took it over or the worker is shutting down.
+Which of these it is, ``worker/endings.py`` decides; here it is carried out."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from contextlib import suppress
-from typing import Any
+from dataclasses import dataclass
 
 import structlog
 from redis.exceptions import RedisError
 
+from toolq.payloads import CancelledData, ErrorData, FinalData
 from toolq.protocol import (
     ErrorCode,
     ErrorInfo,
-    EventType,
-    FinishReason,
     FunctionCall,
     JobRequest,
     JobResult,
@@ -28,10 +27,11 @@ from toolq.protocol import (
     now_ms,
 )
 from toolq.store.jobstore import JobEnded, JobNotFound
+from worker.budget import job_token_cap, over_budget, over_budget_message, watch_budget
 from worker.cancel import watch_cancel
+from worker.conversation import LoopOutcome, LoopState
+from worker.endings import Cancelled, Ending, Failed, Finished, HandedBack, Paused, StopCause, classify
 from worker.events import EventLog
-from worker.generation import ContextLengthExceeded, EngineError
-from worker.loop import Aborted, LoopState
 from worker.state import RunningJob, WorkerState
 
 log = structlog.get_logger("toolq.worker")
@@ -44,14 +44,13 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
         rec = await store.record(job_id)
     except JobNotFound:
         return "gone"
-    if rec.get("terminal") == "1" or int(rec.get("attempt", 0)) != attempt:
+    if rec.terminal or rec.attempt != attempt:
         return "stale"  # an older queued copy of a job that moved on
-    request = JobRequest.model_validate_json(rec["request"])
-    checkpoint = json.loads(rec["checkpoint"]) if rec.get("checkpoint") else None
+    request = rec.request
+    checkpoint = rec.checkpoint
     events = EventLog(store, job_id, attempt, lease_ms=state.settings.lease_ms)
     # the queue runs each job in its own task, so this binds the job for everything it runs
     structlog.contextvars.bind_contextvars(job_id=job_id, attempt=attempt)
-    bound = log
     try:
         await events.started(
             worker_id=state.worker_id, model=state.model, resumed=checkpoint is not None or attempt > 1
@@ -59,155 +58,156 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
     except JobEnded:
         return "ended"
     started_ms = now_ms()
-    queue_ms = max(0, started_ms - int(rec.get("created_ms", started_ms))) if attempt == 1 else 0
+    queue_ms = max(0, started_ms - (rec.created_ms or started_ms)) if attempt == 1 else 0
     loop_state = LoopState.from_checkpoint(checkpoint) if checkpoint else None
-    if loop_state is not None and rec.get("actions"):
+    if loop_state is not None and rec.actions:
         # resumed after a pause: the caller's answers, recorded by toolq/store/lua/answer.lua
-        actions = json.loads(rec["actions"])
+        actions = rec.actions
         loop_state.answers = {cid: a["answer"] for cid, a in actions.items() if a.get("answer") is not None}
     if request.stream_tokens:
         events.start_token_stream()
 
     stop_event = threading.Event()
-    task = asyncio.create_task(state.loop.run(request, events, state=loop_state, stop_event=stop_event))
-    running = RunningJob(job_id, attempt, stop_event, task)
+    # the state the loop would make itself, made here so that the budget watcher sees its usage
+    tracked = loop_state or LoopState(messages=list(request.messages))
+    task = asyncio.create_task(state.loop.run(request, events, state=tracked, stop_event=stop_event))
+    running = RunningJob(job_id, attempt, stop_event, task, usage=tracked.usage)
+    running.token_cap = job_token_cap(rec, state.settings.tenants)
     state.running[job_id] = running
     watcher = asyncio.create_task(watch_cancel(store, running))
+    budget = asyncio.create_task(watch_budget(running, tracked.usage, running.token_cap))
     timeout = min(request.timeout_s or state.settings.job_timeout_s, state.settings.job_timeout_cap_s)
-    bound.info("job started", model=state.model, resumed=loop_state is not None, timeout_s=timeout)
+    log.info("job started", model=state.model, resumed=loop_state is not None, timeout_s=timeout)
     try:
+        outcome: LoopOutcome | None = None
         try:
             outcome = await asyncio.wait_for(asyncio.shield(task), timeout)
         except asyncio.TimeoutError:
-            await running.stop(running.why_stopped or "timeout")
-            outcome = None
+            await running.stop(running.why_stopped or StopCause.timeout)
         except asyncio.CancelledError:
             # the queue cancels us on shutdown (after its grace period): hand the job back
-            await running.stop(running.why_stopped or "shutdown")
-            outcome = None
+            await running.stop(running.why_stopped or StopCause.shutdown)
         except Exception:
-            outcome = None  # the loop task's own error, read below
-        result = await _finish(state, request, running, events, outcome, queue_ms, started_ms, bound)
+            pass  # the loop task's own error, read below
+        outcome, error = _left_by(task, outcome)
+        if outcome is not None and over_budget(running.usage, running.token_cap):
+            running.why_stopped = StopCause.budget_exceeded  # its last round crossed the cap before the watcher looked
+        ending = classify(running.why_stopped, outcome, error, on_client_tool=request.on_client_tool)
+        timings = _Timings(queue_ms, started_ms)
+        result = await _carry_out(ending, state, request, running, events, timings)
     finally:
         watcher.cancel()
+        budget.cancel()
         await events.close()
         state.running.pop(job_id, None)
         state.jobs_done += 1
     return result
 
 
-async def _finish(
-    state: WorkerState,
-    request: JobRequest,
-    running: RunningJob,
-    events: EventLog,
-    outcome: Any,
-    queue_ms: float,
-    started_ms: int,
-    bound: Any,
-) -> str:
-    job_id, task = running.job_id, running.task
-    why = running.why_stopped
-    total_ms = float(now_ms() - started_ms)
+def _left_by(task: asyncio.Task, outcome: LoopOutcome | None) -> tuple[LoopOutcome | None, BaseException | None]:
+    """What the loop task left: its outcome, or the error it raised (a task that ended after the
+    wait gave up on it still counts)."""
+    if outcome is None and task.done() and not task.cancelled():
+        error = task.exception()
+        if error is not None:
+            return None, error
+        outcome = task.result()
+    return outcome, None
 
-    def timings(ls: LoopState | None) -> Timings:
+
+@dataclass(frozen=True)
+class _Timings:
+    queue_ms: float
+    started_ms: int
+
+    def of(self, ls: LoopState | None) -> Timings:
         return Timings(
-            queue_ms=queue_ms,
+            queue_ms=self.queue_ms,
             generate_ms=round(ls.generate_ms, 3) if ls else 0.0,
             tools_ms=round(ls.tools_ms, 3) if ls else 0.0,
-            total_ms=total_ms,
+            total_ms=float(now_ms() - self.started_ms),
         )
 
-    if why in ("superseded", "shutdown"):
-        if why == "shutdown":
+
+async def _carry_out(
+    ending: Ending, state: WorkerState, request: JobRequest, running: RunningJob, events: EventLog, timings: _Timings
+) -> str:
+    """Publish the ending, park the job or hand it back. Returns a short word for the queue's log."""
+    job_id, attempt = running.job_id, running.attempt
+    if isinstance(ending, HandedBack):
+        if ending.cause is StopCause.shutdown:
             # release the lease at once: another worker resumes from the checkpoint
             with suppress(RedisError):
                 await state.leases.release(job_id)
-        bound.info("job handed back", reason=why)
-        return why
-
-    exc = None
-    if outcome is None and task.done() and not task.cancelled():
-        exc = task.exception()
-        if exc is None:
-            outcome = task.result()
-
+        log.info("job handed back", reason=ending.cause.value)
+        return ending.cause.value
     try:
-        if outcome is not None and outcome.finish_reason == "requires_action":
-            if request.on_client_tool == "end" and all(p.kind == "client" for p in outcome.pending):
-                outcome.finish_reason = "tool_calls"  # the caller runs them and sends a new job
-            else:
-                return await _pause(state, request, running, outcome, bound)
-        if outcome is not None:
-            ls = outcome.state
+        if isinstance(ending, Paused):
+            return await _pause(state, request, running, ending.outcome)
+        if isinstance(ending, Finished):
+            outcome, ls, reason = ending.outcome, ending.outcome.state, ending.finish_reason
+            calls = _calls(outcome.pending) if reason == "tool_calls" else None
             result = JobResult(
                 job_id=job_id,
                 status=JobStatus.succeeded,
                 content=outcome.content,
                 messages=ls.messages,
                 iterations=ls.iterations,
-                finish_reason=outcome.finish_reason,
+                finish_reason=reason,
                 usage=ls.usage,
-                timings=timings(ls),
-                attempt=running.attempt,
-                tool_calls=_calls(outcome.pending) if outcome.finish_reason == "tool_calls" else None,
+                timings=timings.of(ls),
+                attempt=attempt,
+                tool_calls=calls,
             )
-            await events.end(
-                EventType.final,
-                {
-                    "content": outcome.content,
-                    "finish_reason": outcome.finish_reason,
-                    "iterations": ls.iterations,
-                    "usage": ls.usage.model_dump(),
-                    **(
-                        {"tool_calls": [c.model_dump(mode="json") for c in result.tool_calls]}
-                        if result.tool_calls
-                        else {}
-                    ),
-                },
-                result,
-            )
-            bound.info("job finished", finish_reason=outcome.finish_reason, iterations=ls.iterations)
+            final = FinalData(content=outcome.content, finish_reason=reason, iterations=ls.iterations, usage=ls.usage)
+            if calls:
+                final.tool_calls = calls
+            await events.end(final, result)
+            log.info("job finished", finish_reason=reason, iterations=ls.iterations)
             return "final"
-        if why == "cancelled" or (isinstance(exc, Aborted) and why == "cancelled"):
+        if isinstance(ending, Cancelled):
             result = JobResult(
                 job_id=job_id,
                 status=JobStatus.cancelled,
                 finish_reason="cancelled",
                 messages=request.messages,
-                timings=timings(None),
-                attempt=running.attempt,
+                timings=timings.of(None),
+                attempt=attempt,
+                usage=running.usage,
             )
-            await events.end(EventType.cancelled, {"reason": "cancelled while running"}, result)
-            bound.info("job cancelled")
+            await events.end(CancelledData(reason="cancelled while running"), result)
+            log.info("job cancelled")
             return "cancelled"
-        reason: FinishReason
-        if why == "timeout":
-            code, message, reason = ErrorCode.timeout, "the job ran past its timeout and was stopped", "timeout"
-        else:
-            code, message, reason = _classify(exc)
         result = JobResult(
             job_id=job_id,
             status=JobStatus.failed,
-            finish_reason=reason,
-            error=ErrorInfo(code=code, message=message),
+            finish_reason=ending.finish_reason,
+            error=ErrorInfo(code=ending.code, message=ending.message),
             messages=request.messages,
-            timings=timings(None),
-            attempt=running.attempt,
+            timings=timings.of(None),
+            attempt=attempt,
         )
-        await events.end(EventType.error, {"code": code.value, "message": message}, result)
-        bound.warning("job failed", code=code.value, error=message)
+        result.usage = running.usage  # the tokens this job used, counted once against its tenant
+        await events.end(_error_data(ending, running), result)
+        log.warning("job failed", code=ending.code.value, error=ending.message)
         return "error"
     except JobEnded as e:
-        bound.info("job ended elsewhere", reason=e.reason)
+        log.info("job ended elsewhere", reason=e.reason)
         return "ended"
+
+
+def _error_data(ending: Failed, running: RunningJob) -> ErrorData:
+    if ending.code is not ErrorCode.budget_exceeded:
+        return ErrorData(code=ending.code.value, message=ending.message)
+    message = over_budget_message(running.usage, running.token_cap or 0)
+    return ErrorData(code=ending.code.value, message=message, usage=running.usage)
 
 
 def _calls(pending: list[PendingAction]) -> list[ToolCall]:
     return [ToolCall(id=p.id, function=FunctionCall(name=p.name, arguments=p.arguments)) for p in pending]
 
 
-async def _pause(state: WorkerState, request: JobRequest, running: RunningJob, outcome: Any, bound: Any) -> str:
+async def _pause(state: WorkerState, request: JobRequest, running: RunningJob, outcome: LoopOutcome) -> str:
     """Park the job until its caller answers: it keeps no worker, slot or queue entry meanwhile."""
     s = state.settings
     wait_s = min(request.action_timeout_s or s.action_timeout_s, s.action_timeout_cap_s)
@@ -219,17 +219,5 @@ async def _pause(state: WorkerState, request: JobRequest, running: RunningJob, o
         deadline_ms=deadline,
         checkpoint=outcome.state.checkpoint(),
     )
-    bound.info("job paused", waits_on=[p.id for p in outcome.pending], action_timeout_s=wait_s)
+    log.info("job paused", waits_on=[p.id for p in outcome.pending], action_timeout_s=wait_s)
     return "paused"
-
-
-def _classify(exc: BaseException | None) -> tuple[ErrorCode, str, FinishReason]:
-    if exc is None:
-        return ErrorCode.internal, "the job stopped without an outcome", "error"
-    if isinstance(exc, ContextLengthExceeded):
-        return ErrorCode.context_length_exceeded, str(exc), "length"
-    if isinstance(exc, EngineError):
-        return ErrorCode.engine_error, str(exc), "error"
-    if isinstance(exc, KeyError):
-        return ErrorCode.unknown_tool, str(exc.args[0] if exc.args else exc), "error"
-    return ErrorCode.internal, f"{type(exc).__name__}: {exc}", "error"

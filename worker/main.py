@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from toolq.cli import CommandError, validation_message
+from toolq.errors import CommandError
+from toolq.field_errors import validation_message
 from toolq.logs import configure_logging
 from worker.settings import WorkerSettings
 

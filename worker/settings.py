@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from toolq.settings import DEFAULT_REDIS_URL
+from toolq.tenants import TenantPolicy, parse_tenants
 from worker.templates import TEMPLATES_DIR
 
 
@@ -27,7 +29,9 @@ def bundled_model_path() -> Path | None:
 
 
 class WorkerSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
+    # env_ignore_empty: an empty variable means "the default" (docker-compose.yml passes TOOLQ_MODEL_PATH
+    # empty for the bundled model).
+    model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore", env_ignore_empty=True)
 
     redis_url: str = DEFAULT_REDIS_URL
 
@@ -83,6 +87,14 @@ class WorkerSettings(BaseSettings):
     event_ttl_s: int = Field(default=24 * 3600, ge=1)  # streams and results expire after the end
     stream_maxlen: int = Field(default=10_000, ge=100)
     metrics_port: int | None = None
+    # Per-tenant policy (toolq/tenants.py), JSON; the worker enforces the per-job token cap
+    # (job_tokens) for jobs whose record carries none (submitted straight into Redis).
+    tenants: Annotated[dict[str, TenantPolicy], NoDecode] = Field(default_factory=dict)
+
+    @field_validator("tenants", mode="before")
+    @classmethod
+    def _parse_tenants(cls, v: Any) -> Any:
+        return parse_tenants(v)
 
     @model_validator(mode="after")
     def _defaults(self) -> WorkerSettings:

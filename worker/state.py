@@ -6,12 +6,14 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 
+from toolq.protocol import Usage
 from toolq.store.arq_link import StalledPickups
 from toolq.store.jobstore import JobStore
 from toolq.store.leases import Leases
 from toolq.tools import ToolRegistry
+from worker.conversation import ConversationLoop
+from worker.endings import StopCause
 from worker.generation import Engine
-from worker.loop import ConversationLoop
 from worker.metrics import EngineWatch
 from worker.settings import WorkerSettings
 
@@ -22,15 +24,17 @@ class RunningJob:
     attempt: int
     stop_event: threading.Event
     task: asyncio.Task
-    why_stopped: str | None = None  # cancelled | timeout | superseded | shutdown
+    why_stopped: StopCause | None = None
+    usage: Usage = field(default_factory=Usage)  # the loop's running total (worker/budget.py)
+    token_cap: int | None = None  # the job's tokens across its rounds (worker/budget.py)
 
-    def interrupt(self, why: str) -> None:
+    def interrupt(self, why: StopCause) -> None:
         """Stop the model thread (between tokens) and the loop task, saying why."""
         self.why_stopped = why
         self.stop_event.set()
         self.task.cancel()
 
-    async def stop(self, why: str) -> None:
+    async def stop(self, why: StopCause) -> None:
         """Interrupt, then wait until the loop task has really stopped."""
         self.interrupt(why)
         await asyncio.gather(self.task, return_exceptions=True)

@@ -21,6 +21,7 @@ from gateway.openai.models import check_model
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
+from toolq.payloads import FinalData, payload
 from toolq.protocol import EventType, JobRequest
 from toolq.store.jobstore import JobNotFound
 
@@ -63,8 +64,8 @@ async def create_chat_completion(
     if event is None:
         return Response(status_code=CLIENT_CLOSED)
     if event.type != EventType.final:
-        raise errors.job_failure(event.type.value, event.data)
-    return JSONResponse(completion(job_id, model, created, event.data), headers=headers)
+        raise errors.job_failure(payload(event))
+    return JSONResponse(completion(job_id, model, created, FinalData.of(event)), headers=headers)
 
 
 async def _chunks(
@@ -79,14 +80,14 @@ async def _chunks(
                 yield ServerSentEvent(comment=KEEPALIVE, sep=SEP)
                 continue
             if event.type == EventType.final:
-                for chunk in stream.final(event.data):
+                for chunk in stream.final(FinalData.of(event)):
                     yield ServerSentEvent(sse_data(chunk), sep=SEP)
                 done = True
                 yield ServerSentEvent("[DONE]", sep=SEP)
                 return
             if event.terminal:
                 done = True
-                err = errors.job_failure(event.type.value, event.data)
+                err = errors.job_failure(payload(event))
                 yield ServerSentEvent(
                     sse_data(errors.body(err.status, err.message, param=None, code=err.code)), sep=SEP
                 )

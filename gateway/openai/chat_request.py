@@ -20,7 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gateway.openai import fields
 from gateway.openai.errors import OpenAIError, describe_validation
-from toolq.protocol import MAX_STOP, FunctionSpec, FunctionTool, JobRequest, NamedToolChoice
+from toolq.limits import MAX_STOP
+from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, NamedToolChoice, Webhook
 
 
 class _Strict(BaseModel):
@@ -99,6 +100,7 @@ class ToolqOptions(_Strict):
     server_tools: list[str] = Field(default_factory=list, description="served tools the worker runs in the full loop")
     max_iterations: int | None = Field(default=None, ge=1, le=100)
     timeout_s: float | None = Field(default=None, gt=0, le=86400)
+    webhook: Webhook | None = Field(default=None, description="signed callbacks of the job's end (README: Webhooks)")
 
 
 class ChatCompletionRequest(_Strict):
@@ -193,6 +195,7 @@ def to_job(req: ChatCompletionRequest) -> JobRequest:
         "seed": req.seed,
         "max_iterations": ext.max_iterations,
         "timeout_s": ext.timeout_s,
+        "webhook": ext.webhook,
     }
     fields.update({k: v for k, v in optional.items() if v is not None})
     return job_request([to_message(m) for m in req.messages], fields)

@@ -7,41 +7,40 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from toolq.payloads import FinalData
+
 # toolq finish reasons -> OpenAI's. max_iterations: the loop's last round answered without tools.
 FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "max_iterations": "stop"}
 
 
-def usage(data: dict[str, Any]) -> dict[str, Any]:
+def usage(data: FinalData) -> dict[str, Any]:
     """CompletionUsage from the usage of a final event."""
-    u = data.get("usage") or {}
-    prompt, completion = int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))
+    u = data.usage
+    prompt, completion = u.prompt_tokens, u.completion_tokens
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": int(u.get("cached_prompt_tokens", 0))},
+        "prompt_tokens_details": {"cached_tokens": u.cached_prompt_tokens},
     }
 
 
-def tool_calls(data: dict[str, Any]) -> list[dict[str, Any]]:
+def tool_calls(data: FinalData) -> list[dict[str, Any]]:
     """The final event's calls with arguments as a JSON string, as OpenAI returns them."""
     return [
         {
-            "id": c["id"],
+            "id": c.id,
             "type": "function",
-            "function": {
-                "name": c["function"]["name"],
-                "arguments": json.dumps(c["function"].get("arguments") or {}, ensure_ascii=False),
-            },
+            "function": {"name": c.name, "arguments": json.dumps(c.arguments or {}, ensure_ascii=False)},
         }
-        for c in data.get("tool_calls") or ()
+        for c in data.tool_calls or ()
     ]
 
 
-def completion(completion_id: str, model: str, created: int, data: dict[str, Any]) -> dict[str, Any]:
+def completion(completion_id: str, model: str, created: int, data: FinalData) -> dict[str, Any]:
     """A ChatCompletion from a final event's data."""
     calls = tool_calls(data)
-    message: dict[str, Any] = {"role": "assistant", "content": data.get("content") or None, "refusal": None}
+    message: dict[str, Any] = {"role": "assistant", "content": data.content or None, "refusal": None}
     if calls:
         message["tool_calls"] = calls
     return {
@@ -53,7 +52,7 @@ def completion(completion_id: str, model: str, created: int, data: dict[str, Any
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": FINISH.get(data.get("finish_reason", "stop"), "stop"),
+                "finish_reason": FINISH.get(data.finish_reason, "stop"),
                 "logprobs": None,
             }
         ],
@@ -80,5 +79,5 @@ class ChunkWriter:
             out["usage"] = None
         return out
 
-    def usage_chunk(self, data: dict[str, Any]) -> dict[str, Any]:
+    def usage_chunk(self, data: FinalData) -> dict[str, Any]:
         return {**self.head, "choices": [], "usage": usage(data), "system_fingerprint": None}

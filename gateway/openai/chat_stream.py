@@ -18,6 +18,7 @@ from typing import Any
 
 from gateway.openai.chat_shapes import FINISH, ChunkWriter, tool_calls
 from gateway.openai.visible_text import VisibleText
+from toolq.payloads import FinalData, TokenData
 from toolq.protocol import Event, EventType
 
 ARGUMENT_PIECE = 24  # characters of arguments per chunk
@@ -34,15 +35,15 @@ class ChatStream:
     def on_event(self, event: Event) -> list[dict[str, Any]]:
         """The chunks one event makes (the terminal events are handled by ``final``)."""
         if event.type == EventType.token:
-            shown = self.text.add(str(event.data.get("text", "")))
+            shown = self.text.add(TokenData.of(event).text)
             return [self.writer.chunk({"content": shown})] if shown else []
         if event.type == EventType.tool_result:
             self.text.new_turn()
         return []
 
-    def final(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+    def final(self, data: FinalData) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        rest = self.text.rest(str(data.get("content") or ""))
+        rest = self.text.rest(data.content or "")
         if rest:
             out.append(self.writer.chunk({"content": rest}))
         for i, call in enumerate(tool_calls(data)):
@@ -53,7 +54,7 @@ class ChatStream:
             for at in range(0, len(args), ARGUMENT_PIECE):
                 piece = {"index": i, "function": {"arguments": args[at : at + ARGUMENT_PIECE]}}
                 out.append(self.writer.chunk({"tool_calls": [piece]}))
-        out.append(self.writer.chunk({}, FINISH.get(str(data.get("finish_reason")), "stop")))
+        out.append(self.writer.chunk({}, FINISH.get(data.finish_reason, "stop")))
         if self.writer.include_usage:
             out.append(self.writer.usage_chunk(data))
         return out

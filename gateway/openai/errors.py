@@ -20,9 +20,10 @@ from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
 from toolq.errors import ToolqError
+from toolq.payloads import ErrorData, EventData
 
 # Paths served in OpenAI's shapes (GET /v1/models is toolq's own catalog too, so it keeps toolq's errors).
-PREFIXES = ("/v1/chat/", "/v1/responses")
+PREFIXES = ("/v1/chat/", "/v1/responses", "/v1/conversations")
 
 _TYPES = {
     400: "invalid_request_error",
@@ -135,10 +136,9 @@ _JOB_ERRORS = {
 }
 
 
-def job_failure(event_type: str, data: dict[str, Any]) -> OpenAIError:
+def job_failure(data: EventData) -> OpenAIError:
     """The error for a job's ``error`` or ``cancelled`` event."""
-    if event_type == "cancelled":
+    if not isinstance(data, ErrorData):
         return OpenAIError(409, "the request's job was cancelled before it answered", code="cancelled")
-    code = str(data.get("code", "internal"))
-    status, oa_code = _JOB_ERRORS.get(code, (500, code))
-    return OpenAIError(status, str(data.get("message", "the job failed")), code=oa_code)
+    status, oa_code = _JOB_ERRORS.get(data.code, (500, data.code))
+    return OpenAIError(status, data.message or "the job failed", code=oa_code)

@@ -80,7 +80,7 @@ CHAT: Mapping[str, Row] = {
 RESPONSES: Mapping[str, Row] = {
     **dict.fromkeys(
         """model input instructions tools tool_choice parallel_tool_calls max_output_tokens temperature
-        previous_response_id background stream text metadata user toolq""".split(),
+        previous_response_id conversation background stream text metadata user toolq""".split(),
         Row(HONOURED),
     ),
     **_HINTS,
@@ -91,7 +91,6 @@ RESPONSES: Mapping[str, Row] = {
     "top_logprobs": _off(_NO_LOGPROBS, 0),
     "truncation": _off("toolq does not truncate the input; only 'disabled' is supported", "disabled"),
     "reasoning": _off(_REASONING, {"effort": "none"}, {"effort": "medium"}),
-    "conversation": _off("toolq has no conversations; chain responses with previous_response_id"),
     "context_management": _off("toolq does not compact the context"),
     "max_tool_calls": _off("toolq caps rounds with toolq.max_iterations, not max_tool_calls"),
     "prompt": _off("toolq has no stored prompt templates; send instructions and input"),

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from gateway.auth import Tenant
 from gateway.openai import errors
 from gateway.openai.chat import CLIENT_CLOSED, JOB_HEADER
+from gateway.openai.conversations import run_in_conversation
 from gateway.openai.models import check_model
 from gateway.openai.responses_request import ResponsesRequest, to_job
 from gateway.openai.responses_shapes import from_job
@@ -27,9 +28,10 @@ from gateway.openai.responses_stream import ResponseEvents, sse_json
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
-from toolq.protocol import JobRequest, JobResult, Message
+from toolq.protocol import JobRequest, Message
 from toolq.store import keys
 from toolq.store.jobstore import JobNotFound
+from toolq.store.records import JobRecord
 
 router = APIRouter(prefix="/v1/responses", tags=["openai"])
 ResponseId = Annotated[str, Path(min_length=1, max_length=128, description="a response id (resp_...)")]
@@ -45,7 +47,7 @@ _STREAMED: dict[int | str, dict[str, Any]] = {
 CANCEL_WAIT_S = 5.0  # how long cancel waits for a running job's worker to stop it
 
 
-async def _record(state: GatewayState, stored: StoredResponse) -> dict[str, str]:
+async def _record(state: GatewayState, stored: StoredResponse) -> JobRecord:
     try:
         return await state.store.record(stored.job_id)
     except JobNotFound:
@@ -56,11 +58,11 @@ async def _transcript(state: GatewayState, tenant: str, previous_id: str) -> lis
     """The conversation of a finished earlier response, without its instructions."""
     prev = await load(state.store.redis, tenant, previous_id, param="previous_response_id")
     rec = await _record(state, prev)
-    if rec.get("terminal") != "1" or not rec.get("result"):
+    if not rec.terminal or rec.result is None:
         raise errors.OpenAIError(
             400, f"Previous response {previous_id!r} has not finished yet.", param="previous_response_id"
         )
-    return JobResult.model_validate_json(rec["result"]).messages[prev.instructions :]
+    return rec.result.messages[prev.instructions :]
 
 
 @router.post("", responses={**_STREAMED, **_ERRORS})
@@ -71,7 +73,11 @@ async def create_response(body: ResponsesRequest, request: Request, tenant: Tena
     earlier = await _transcript(state, tenant, body.previous_response_id) if body.previous_response_id else []
     job = to_job(body, earlier)
     await check_model(state, body.model)
-    job_id, model = await submit(state, job, tenant)
+    if body.conversation is not None:
+        instructions = 1 if body.instructions else 0
+        job_id, model = await run_in_conversation(state, tenant, body.conversation, job, instructions=instructions)
+    else:
+        job_id, model = await submit(state, job, tenant)
     stored = StoredResponse(
         id=new_response_id(),
         job_id=job_id,
@@ -104,7 +110,7 @@ async def get_response(
     rec = await _record(state, stored)
     if not stream:
         return JSONResponse(from_job(stored, rec))
-    job = JobRequest.model_validate_json(rec["request"])
+    job = rec.request
     events = _events(state, stored, job, after=-1 if starting_after is None else starting_after, cancel_on_leave=False)
     return EventSourceResponse(events, ping=0, sep=SEP, headers={"Cache-Control": "no-cache"})
 

@@ -11,7 +11,7 @@ other field is a 400 naming it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -61,6 +61,10 @@ class TextConfig(_Strict):
     verbosity: Literal["medium"] | None = None  # the default; other values change the answer
 
 
+class ConversationRef(_Strict):
+    id: str = Field(min_length=1, max_length=128)
+
+
 class ResponsesRequest(_Strict):
     model: str = Field(min_length=1, max_length=256)
     input: str | list[dict[str, Any]]
@@ -71,12 +75,20 @@ class ResponsesRequest(_Strict):
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
     previous_response_id: str | None = Field(default=None, max_length=128)
+    # a conversation (gateway/openai/conversations.py) as its id or {"id": ...}
+    conversation: Annotated[str, Field(min_length=1, max_length=128)] | ConversationRef | None = None
     background: bool | None = None
     stream: bool | None = None
     text: TextConfig | None = None
     metadata: dict[str, str] | None = None
     user: str | None = Field(default=None, max_length=256)
     toolq: ToolqOptions | None = None
+
+    @model_validator(mode="after")
+    def _one_history(self) -> ResponsesRequest:
+        if self.conversation is not None and self.previous_response_id is not None:
+            raise ValueError("conversation and previous_response_id cannot be used together")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -161,6 +173,7 @@ def to_job(req: ResponsesRequest, earlier: list[Message]) -> JobRequest:
         "temperature": req.temperature,
         "max_iterations": ext.max_iterations,
         "timeout_s": ext.timeout_s,
+        "webhook": ext.webhook,
     }
     fields.update({k: v for k, v in optional.items() if v is not None})
     return job_request([m.model_dump(mode="json", exclude_none=True) for m in messages], fields)

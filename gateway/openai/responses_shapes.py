@@ -8,6 +8,9 @@ import json
 from typing import Any
 
 from gateway.openai.responses_store import StoredResponse
+from toolq.payloads import ErrorData, FinalData
+from toolq.protocol import ErrorCode, ErrorInfo, JobResult, ToolCall
+from toolq.store.records import JobRecord
 
 # job status -> Response status (a succeeded job may still be "incomplete": see status_of)
 STATUS = {
@@ -31,33 +34,32 @@ def message_item(job_id: str, text: str, status: str) -> dict[str, Any]:
     }
 
 
-def call_item(call: dict[str, Any], status: str, arguments: str | None = None) -> dict[str, Any]:
-    fn = call["function"]
+def call_item(call: ToolCall, status: str, arguments: str | None = None) -> dict[str, Any]:
     return {
         "type": "function_call",
-        "id": "fc_" + call["id"].removeprefix("call_"),
-        "call_id": call["id"],
-        "name": fn["name"],
-        "arguments": json.dumps(fn.get("arguments") or {}, ensure_ascii=False) if arguments is None else arguments,
+        "id": "fc_" + call.id.removeprefix("call_"),
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": json.dumps(call.arguments or {}, ensure_ascii=False) if arguments is None else arguments,
         "status": status,
     }
 
 
-def output_of(job_id: str, final: dict[str, Any]) -> list[dict[str, Any]]:
-    """The output items of a final event's data (or a JobResult dumped as JSON)."""
+def output_of(job_id: str, final: FinalData | JobResult) -> list[dict[str, Any]]:
+    """The output items of a final event's data (or of the job's result: the same fields)."""
     out = []
-    if final.get("content"):
-        out.append(message_item(job_id, final["content"], "completed"))
-    out += [call_item(c, "completed") for c in final.get("tool_calls") or ()]
+    if final.content:
+        out.append(message_item(job_id, final.content, "completed"))
+    out += [call_item(c, "completed") for c in final.tool_calls or ()]
     return out
 
 
-def usage_of(final: dict[str, Any]) -> dict[str, Any]:
-    u = final.get("usage") or {}
-    inp, outp = int(u.get("prompt_tokens", 0)), int(u.get("completion_tokens", 0))
+def usage_of(final: FinalData | JobResult) -> dict[str, Any]:
+    u = final.usage
+    inp, outp = u.prompt_tokens, u.completion_tokens
     return {
         "input_tokens": inp,
-        "input_tokens_details": {"cached_tokens": int(u.get("cached_prompt_tokens", 0)), "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": u.cached_prompt_tokens, "cache_write_tokens": 0},
         "output_tokens": outp,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": inp + outp,
@@ -96,6 +98,7 @@ def response_object(
         "output": output or [],
         "parallel_tool_calls": req.get("parallel_tool_calls", True),
         "previous_response_id": req.get("previous_response_id"),
+        "conversation": conversation_ref(req.get("conversation")),
         "temperature": req.get("temperature"),
         "text": text,
         "tool_choice": req.get("tool_choice") or "auto",
@@ -109,27 +112,33 @@ def response_object(
     }
 
 
-def error_of(data: dict[str, Any]) -> dict[str, Any]:
+def conversation_ref(given: Any) -> dict[str, str] | None:
+    """The request's ``conversation`` (an id or {"id": ...}) as a Response echoes it."""
+    if given is None:
+        return None
+    return {"id": given if isinstance(given, str) else str(given["id"])}
+
+
+def error_of(error: ErrorData | ErrorInfo) -> dict[str, Any]:
     """A Response's error from a job's error event data (or JobResult.error)."""
-    code = str(data.get("code", "internal"))
     return {
-        "code": "invalid_prompt" if code == "context_length_exceeded" else "server_error",
-        "message": str(data.get("message", "the job failed")),
+        "code": "invalid_prompt" if error.code == ErrorCode.context_length_exceeded else "server_error",
+        "message": error.message or "the job failed",
     }
 
 
-def from_job(stored: StoredResponse, rec: dict[str, str]) -> dict[str, Any]:
+def from_job(stored: StoredResponse, rec: JobRecord) -> dict[str, Any]:
     """The response as its job's record stands now."""
-    result = json.loads(rec["result"]) if rec.get("result") else None
-    status = status_of(rec.get("status", "queued"), result.get("finish_reason") if result else None)
+    result = rec.result
+    status = status_of(rec.status.value, result.finish_reason if result else None)
     if result is None:
         return response_object(stored, status)
-    finished = int(rec["finished_ms"]) // 1000 if rec.get("finished_ms") else None
+    finished = rec.finished_ms // 1000 if rec.finished_ms else None
     return response_object(
         stored,
         status,
         output=output_of(stored.job_id, result) if status in ("completed", "incomplete") else [],
         usage=usage_of(result),
-        error=error_of(result["error"]) if result.get("error") else None,
+        error=error_of(result.error) if result.error else None,
         completed_at=finished if status == "completed" else None,
     )

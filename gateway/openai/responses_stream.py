@@ -24,6 +24,7 @@ from gateway.openai.responses_shapes import (
 )
 from gateway.openai.responses_store import StoredResponse
 from gateway.openai.visible_text import VisibleText
+from toolq.payloads import ErrorData, FinalData, TokenData
 from toolq.protocol import Event, EventType
 
 ARGUMENT_PIECE = 24  # characters of arguments per delta event
@@ -43,7 +44,7 @@ class ResponseEvents:
         return {"type": type, "sequence_number": self.seq, **fields}
 
     def on_event(self, event: Event) -> list[dict[str, Any]]:
-        t, data = event.type, event.data
+        t = event.type
         if t == EventType.queued:
             return [
                 self._ev("response.created", response=response_object(self.stored, "queued")),
@@ -52,15 +53,15 @@ class ResponseEvents:
         if t == EventType.started:
             return [self._ev("response.in_progress", response=response_object(self.stored, "in_progress"))]
         if t == EventType.token:
-            return self._text(self.text.add(str(data.get("text", ""))))
+            return self._text(self.text.add(TokenData.of(event).text))
         if t == EventType.tool_result:
             self.text.new_turn()
             return []
         if t == EventType.final:
-            return self._final(data, event.ts // 1000)
+            return self._final(FinalData.of(event), event.ts // 1000)
         if t in (EventType.error, EventType.cancelled):
             status = "failed" if t == EventType.error else "cancelled"
-            error = error_of(data) if t == EventType.error else None
+            error = error_of(ErrorData.of(event)) if t == EventType.error else None
             return [self._ev("response.failed", response=response_object(self.stored, status, error=error))]
         return []
 
@@ -92,8 +93,8 @@ class ResponseEvents:
         )
         return out
 
-    def _final(self, data: dict[str, Any], at_s: int) -> list[dict[str, Any]]:
-        out = self._text(self.text.rest(str(data.get("content") or "")))
+    def _final(self, data: FinalData, at_s: int) -> list[dict[str, Any]]:
+        out = self._text(self.text.rest(data.content or ""))
         index = 0
         if self.message_open:
             item = message_item(self.stored.job_id, self.message, "completed")
@@ -111,7 +112,7 @@ class ResponseEvents:
                 self._ev("response.output_item.done", output_index=0, item=item),
             ]
             index = 1
-        for call in data.get("tool_calls") or ():
+        for call in data.tool_calls or ():
             done = call_item(call, "completed")
             args = done["arguments"]
             out.append(
@@ -137,7 +138,7 @@ class ResponseEvents:
                 self._ev("response.output_item.done", output_index=index, item=done),
             ]
             index += 1
-        incomplete = data.get("finish_reason") == "length"
+        incomplete = data.finish_reason == "length"
         response = response_object(
             self.stored,
             "incomplete" if incomplete else "completed",

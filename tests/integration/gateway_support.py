@@ -20,11 +20,19 @@ from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from toolq.local import free_port
 from toolq.store import keys
+from toolq.webhook_settings import WebhookSettings
 
 # One tool call, then an answer once the tool's result is in the prompt. The rule wants the
 # newline after the tag: the Hermes system prompt itself mentions "<tool_response></tool_response>".
 CALL_ZORBIX = '<tool_call>{"name": "calculate_zorbix", "arguments": {"zorb": 15, "bix": 7}}</tool_call>'
 ZORBIX_RULES = [("<tool_response>\n", "The answer is 22."), ("", CALL_ZORBIX)]
+
+
+def queued_jobs(redis_url: str, model: str) -> int:
+    """Jobs of a model on arq's queue or waiting for their fair turn (toolq/store/fair.py)."""
+    r = redis.Redis.from_url(redis_url)
+    tenants = [t.decode() for t in r.zrange(keys.fair_tenants(model), 0, -1)]
+    return int(r.zcard(keys.queue(model))) + sum(int(r.zcard(keys.fair_waiting(model, t))) for t in tenants)
 
 
 class LiveGateway:
@@ -73,9 +81,11 @@ def private_redis() -> Iterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def asgi_client(settings: GatewaySettings, **headers: str) -> AsyncIterator[httpx.AsyncClient]:
+async def asgi_client(
+    settings: GatewaySettings, webhooks: WebhookSettings | None = None, **headers: str
+) -> AsyncIterator[httpx.AsyncClient]:
     """An httpx client wired straight to the app (no socket), with the app's lifespan run."""
-    app = create_app(settings)
+    app = create_app(settings, webhooks)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gateway", headers=headers) as c:

@@ -5,13 +5,11 @@ the stream and the queue exactly as they were."""
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
 from tests.support.pauses import paused_job, pending
 from toolq import errors
-from toolq.api import JobView
 from toolq.protocol import ErrorCode, EventType, JobRequest, JobStatus, Message, now_ms
 from toolq.store import arq_link, keys, pauses
 from toolq.store.jobstore import JobNotFound, JobStore
@@ -37,27 +35,27 @@ async def snapshot(store: JobStore, job_id: str) -> tuple:
 async def test_partial_then_complete_answers_resume_the_job(store):
     job_id = await paused_job(store, pending("c1", "client"), pending("c2", "client"))
     assert await store.redis.zscore(keys.PAUSED, job_id) is not None
-    view = JobView.of_record(job_id, await store.record(job_id))
+    view = (await store.record(job_id)).view()
     assert view.status == JobStatus.requires_action
     assert [c.id for c in view.required_action.calls] == ["c1", "c2"]
 
     resumed = await store.answer_actions(job_id, [("c1", {"content": "one", "is_error": False})], "client")
     assert resumed is False
     rec = await store.record(job_id)
-    assert rec["status"] == "requires_action" and rec["attempt"] == "1"
-    assert json.loads(rec["actions"])["c1"]["answer"] == {"content": "one", "is_error": False}
-    assert [c.id for c in JobView.of_record(job_id, rec).required_action.calls] == ["c2"]
+    assert rec.status == "requires_action" and rec.attempt == 1
+    assert rec.actions["c1"]["answer"] == {"content": "one", "is_error": False}
+    assert [c.id for c in rec.view().required_action.calls] == ["c2"]
 
     assert await store.answer_actions(job_id, [("c2", {"content": "two", "is_error": True})], "client") is True
     rec = await store.record(job_id)
-    assert rec["status"] == "queued" and rec["attempt"] == "2"
-    assert JobView.of_record(job_id, rec).required_action is None
+    assert rec.status == "queued" and rec.attempt == 2
+    assert rec.view().required_action is None
     assert await store.redis.zscore(keys.PAUSED, job_id) is None
     last = (await store.events(job_id))[-1]
     assert last.type == EventType.queued and last.data == {"attempt": 2, "resumed": "requires_action"}
     assert arq_link.arq_job_id(job_id, 2).encode() in await store.redis.zrange(keys.queue("m"), 0, -1)
     assert job_id.encode() in await store.redis.lrange(keys.wake("m"), 0, -1)
-    answers = {c: a["answer"] for c, a in json.loads(rec["actions"]).items()}
+    answers = {c: a["answer"] for c, a in rec.actions.items()}
     assert answers == {"c1": {"content": "one", "is_error": False}, "c2": {"content": "two", "is_error": True}}
 
 
@@ -140,7 +138,7 @@ async def test_cancel_ends_a_paused_job_at_once(store):
     job_id = await paused_job(store, pending("c1", "client"))
     assert await store.cancel(job_id) == JobStatus.cancelled
     rec = await store.record(job_id)
-    assert rec["status"] == "cancelled" and rec["terminal"] == "1"
+    assert rec.status == "cancelled" and rec.terminal
     assert await store.redis.zscore(keys.PAUSED, job_id) is None
     last = (await store.events(job_id))[-1]
     assert last.type == EventType.cancelled and "waiting for its caller" in last.data["reason"]
@@ -155,14 +153,14 @@ async def test_an_overdue_pause_ends_with_action_timeout(store):
 
     assert await pauses.expire_overdue(store) == [late]
     rec = await store.record(late)
-    assert rec["status"] == "failed"
+    assert rec.status == "failed"
     last = (await store.events(late))[-1]
     assert last.type == EventType.error and last.data["code"] == ErrorCode.action_timeout.value
     assert "c2" in last.data["message"] and "c1" not in last.data["message"]
     result = await store.result(late)
     assert result.error.code == ErrorCode.action_timeout and result.messages[0].content == "hi"
     assert await store.redis.zrange(keys.PAUSED, 0, -1) == [waiting.encode()]
-    assert (await store.record(answered))["status"] == "queued"
+    assert (await store.record(answered)).status == "queued"
     assert await pauses.expire_overdue(store) == []
 
 
@@ -176,7 +174,7 @@ async def test_a_sweep_that_loses_to_a_resume_and_pause_leaves_the_new_pause(sto
     )
     await store.redis.zadd(keys.PAUSED, {job_id: 1})  # as the sweep read it, before the new pause
     assert await pauses.expire_overdue(store) == []
-    assert (await store.record(job_id))["status"] == "requires_action"
+    assert (await store.record(job_id)).status == "requires_action"
 
 
 async def test_the_sdk_answers_straight_into_redis(redis_url, store):

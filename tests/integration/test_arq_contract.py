@@ -22,6 +22,7 @@ from arq.worker import Worker, func
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import EventType, JobRequest, Message
 from toolq.store import arq_link, keys
+from toolq.store.fair import FairQueue
 from toolq.store.jobstore import JobStore
 
 
@@ -34,6 +35,31 @@ async def store(redis_url):
     s = JobStore.from_url(redis_url)
     yield s
     await s.close()
+
+
+async def run_by_arqs_own_worker(redis_url: str, model: str) -> list[tuple[str, int]]:
+    """Run arq's own Worker over the model's queue until it is empty; the (job id, attempt) it ran."""
+    seen: list[tuple[str, int]] = []
+
+    async def run_job(ctx, job_id: str, attempt: int) -> str:
+        seen.append((job_id, attempt))
+        return "ok"
+
+    worker = Worker(
+        functions=[func(run_job, name=arq_link.RUN_JOB)],
+        queue_name=keys.queue(model),
+        redis_pool=arq_link.connect(redis_url),
+        burst=True,
+        keep_result=0,
+        handle_signals=False,
+        job_serializer=arq_link.pack,
+        job_deserializer=arq_link.unpack,
+    )
+    try:
+        await asyncio.wait_for(worker.async_run(), 10)
+    finally:
+        await worker.close()
+    return seen
 
 
 async def test_submit_writes_the_job_that_arq_enqueue_job_writes(store):
@@ -66,27 +92,27 @@ async def test_submit_writes_the_job_that_arq_enqueue_job_writes(store):
 
 async def test_arqs_own_worker_runs_a_job_toolq_submitted(store, redis_url):
     job_id, _ = await store.submit(req(), model="m")
-    seen: list[tuple[str, int]] = []
+    assert await run_by_arqs_own_worker(redis_url, "m") == [(job_id, 1)]
 
-    async def run_job(ctx, job_id: str, attempt: int) -> str:
-        seen.append((job_id, attempt))
-        return "ok"
 
-    worker = Worker(
-        functions=[func(run_job, name=arq_link.RUN_JOB)],
-        queue_name=keys.queue("m"),
-        redis_pool=arq_link.connect(redis_url),
-        burst=True,
-        keep_result=0,
-        handle_signals=False,
-        job_serializer=arq_link.pack,
-        job_deserializer=arq_link.unpack,
-    )
+async def test_a_fair_job_is_stored_as_arq_stores_it_and_queued_only_when_dispatched(redis_url):
+    """Fair share (toolq/store/fair.py) writes arq's job key at submit and adds the arq id to arq's
+    queue at dispatch: arq's own worker then runs it like any job it enqueued."""
+    fair = JobStore.from_url(redis_url, fair=True)
     try:
-        await asyncio.wait_for(worker.async_run(), 10)
+        job_id, _ = await fair.submit(req(), model="m", tenant="t")
+        arq_id = arq_link.arq_job_id(job_id, 1)
+        assert await fair.redis.zcard(keys.queue("m")) == 0
+        stored = deserialize_job(await fair.redis.get(job_key_prefix + arq_id), deserializer=arq_link.unpack)
+        assert (stored.function, list(stored.args)) == ("run_job", [job_id, 1])
+        # arq already counts the stored job as existing: its enqueue_job refuses a twin
+        assert await fair.redis.enqueue_job(arq_link.RUN_JOB, job_id, 1, _job_id=arq_id, _queue_name="x") is None
+        [d] = await FairQueue(fair.redis).dispatch("m", 1)
+        assert d.queued and await fair.redis.zscore(keys.queue("m"), arq_id) is not None
+        assert arq_link.stored_job_args() == {"arq_prefix": job_key_prefix, "expires_ms": expires_extra_ms}
+        assert await run_by_arqs_own_worker(redis_url, "m") == [(job_id, 1)]
     finally:
-        await worker.close()
-    assert seen == [(job_id, 1)]
+        await fair.close()
 
 
 def test_the_poll_hook_toolq_overrides_is_arqs():

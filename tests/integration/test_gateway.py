@@ -12,7 +12,13 @@ import redis
 
 from gateway.auth import KeyRing
 from gateway.settings import GatewaySettings
-from tests.integration.gateway_support import ZORBIX_RULES, asgi_client, register_fake_worker, wait_for
+from tests.integration.gateway_support import (
+    ZORBIX_RULES,
+    asgi_client,
+    queued_jobs,
+    register_fake_worker,
+    wait_for,
+)
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.store import keys
 
@@ -98,7 +104,10 @@ async def test_submit_follow_and_fetch_result_with_a_real_worker(settings, worke
         assert 'toolq_queue_wait_seconds_count{model="scripted"} 1.0' in metrics
         assert 'toolq_job_iterations_count{model="scripted"} 1.0' in metrics
         assert 'toolq_queue_depth{model="scripted"}' in metrics
-        assert job_id not in metrics and "tenant" not in metrics
+        assert job_id not in metrics
+        # per tenant since fair share (issue 20): the tenants of the configured keys, never a job id
+        assert 'toolq_tenant_jobs_started{tenant="default"} 1.0' in metrics
+        assert 'toolq_tenant_jobs_running{tenant="default"} 0.0' in metrics
 
 
 async def test_tools_models_and_readiness_reflect_the_live_workers(settings, worker):
@@ -205,8 +214,8 @@ async def test_idempotency_key_gives_the_same_job_per_tenant(redis_url):
         assert other.status_code == 202 and other.json()["job_id"] != first.json()["job_id"]
         fresh = await c.post("/v1/jobs", json=JOB, headers={**a, "Idempotency-Key": "order-18"})
         assert fresh.status_code == 202 and fresh.json()["job_id"] != first.json()["job_id"]
-    # exactly one job (one arq entry) per (tenant, key)
-    assert redis.Redis.from_url(redis_url).zcard(keys.queue("alpha")) == 3
+    # exactly one job (one queue entry: arq's, or a fair-share waiting set's) per (tenant, key)
+    assert queued_jobs(redis_url, "alpha") == 3
 
 
 async def test_concurrent_submits_with_one_key_make_one_job(settings, redis_url):
@@ -217,7 +226,7 @@ async def test_concurrent_submits_with_one_key_make_one_job(settings, redis_url)
         )
     assert len({r.json()["job_id"] for r in answers}) == 1
     assert sorted(r.status_code for r in answers) == [200] * 9 + [202]
-    assert redis.Redis.from_url(redis_url).zcard(keys.queue("alpha")) == 1
+    assert queued_jobs(redis_url, "alpha") == 1
 
 
 async def test_a_key_whose_job_expired_makes_a_new_job(settings, redis_url):

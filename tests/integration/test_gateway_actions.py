@@ -9,7 +9,7 @@ import pytest
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import asgi_client
 from tests.support.pauses import paused_job, pending
-from toolq.protocol import MAX_TOOL_RESULT_BYTES
+from toolq.limits import MAX_TOOL_RESULT_BYTES
 from toolq.store import keys
 from toolq.store.jobstore import JobStore
 

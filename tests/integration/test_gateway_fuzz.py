@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 import requests
@@ -15,8 +16,11 @@ from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import LiveGateway, private_redis
 from tests.support.pauses import paused_job, pending
 from tests.support.workers import WorkerProcess, write_rules
+from toolq.protocol import JobRequest, Message, now_ms
 from toolq.store import keys
+from toolq.store.deliveries import Attempt, Deliveries
 from toolq.store.jobstore import JobStore
+from toolq.webhooks import new_secret
 
 KEY = "fuzz-key"
 
@@ -31,12 +35,15 @@ def redis_of_live():
 def live(redis_of_live):
     url = redis_of_live
     worker = WorkerProcess(url, script=write_rules([("", "ok")])).wait_ready()
-    # Caps low enough that generated values cross them, a queue small enough to fill up.
-    gw = LiveGateway(
-        GatewaySettings(
-            redis_url=url, api_keys={KEY: "fuzz"}, max_queue_depth=20, max_body_bytes=64 * 1024, keepalive_s=0.5
-        )
-    ).start()
+    # Caps low enough that generated values cross them, a queue small enough to fill up. The
+    # tenant has a webhook secret, so generated webhooks reach the address check.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TOOLQ_WEBHOOK_SECRETS", json.dumps({"fuzz": [new_secret()]}))
+        gw = LiveGateway(
+            GatewaySettings(
+                redis_url=url, api_keys={KEY: "fuzz"}, max_queue_depth=20, max_body_bytes=64 * 1024, keepalive_s=0.5
+            )
+        ).start()
     try:
         yield gw
     finally:
@@ -84,7 +91,8 @@ def check(response, case) -> None:
     ctype = response.headers.get("content-type") or [""]  # schemathesis keeps every value of a header
     if response.status_code >= 400 and ctype[0].startswith("application/json"):
         error = response.json()["error"]
-        if case.path.startswith(("/v1/chat/", "/v1/responses")):  # OpenAI's shape: code may be null
+        # OpenAI's shape: code may be null
+        if case.path.startswith(("/v1/chat/", "/v1/responses", "/v1/conversations")):
             assert error["type"] and error["message"] and "param" in error
         else:
             assert error["code"] and error["message"]
@@ -128,3 +136,59 @@ def test_no_answer_to_a_paused_job_makes_the_gateway_answer_5xx(case, http, live
         if response.status_code != 200:
             assert (r.hgetall(keys.job(paused)), r.xlen(keys.log(paused))) == before
         assert r.hget(keys.job(paused), "status") in (b"requires_action", b"queued")
+
+
+@pytest.fixture(scope="module")
+def failed_delivery(live, redis_of_live):
+    """A webhook delivery of the fuzz tenant in its dead-letter list, as the sender leaves one."""
+
+    async def make() -> str:
+        store = JobStore.from_url(redis_of_live)
+        ds = Deliveries(store.redis)
+        try:
+            req = JobRequest(messages=[Message(role="user", content="hi")], webhook="https://example.com/hook")
+            job_id, _ = await store.submit(req, model="m", tenant="fuzz")
+            await store.cancel(job_id)
+            [claim] = await ds.claim(limit=1, lease_ms=60_000)
+            await ds.settle(claim, "dead", Attempt(at_ms=now_ms(), duration_ms=1, status_code=500, error="HTTP 500"))
+            return claim.delivery.id
+        finally:
+            await store.close()
+
+    return asyncio.run(make())
+
+
+webhook_routes = schema.include(path_regex=r"/webhooks")
+
+
+@webhook_routes.parametrize()
+@settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_request_about_a_real_delivery_makes_the_gateway_answer_5xx(case, http, live, failed_delivery):
+    """The webhook routes, with generated input and then with the id of a real failed delivery."""
+    check(case.call(base_url=live.url, session=http, timeout=10), case)
+    if case.path_parameters and "delivery_id" in case.path_parameters:
+        case.path_parameters = {**case.path_parameters, "delivery_id": failed_delivery}
+        check(case.call(base_url=live.url, session=http, timeout=10), case)
+
+
+threads = schema.include(path_regex=r"^/v1/(threads|conversations)/\{")
+
+
+@threads.parametrize()
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+def test_no_input_on_a_real_thread_makes_the_gateway_answer_5xx(case, http, live):
+    """Generated input on a thread (and the same thread as a conversation) that exists, with a
+    message in it, so paging, appends, runs and deletes reach the store: never a 5xx."""
+    made = http.post(live.url + "/v1/threads", json={"messages": [{"role": "user", "content": "hi"}]}, timeout=10)
+    assert made.status_code == 201, made.text
+    case.path_parameters = {
+        **(case.path_parameters or {}),
+        **{k: made.json()["id"] for k in ("thread_id", "conversation_id") if k in (case.path_parameters or {})},
+    }
+    check(case.call(base_url=live.url, session=http, timeout=10), case)
+    if case.method == "POST" and case.path.endswith("/runs") and isinstance(case.body, dict):
+        # as for /v1/jobs above: the body again, made acceptable to the fleet check, so it runs
+        for name in ("model", "tools", "tool_choice", "version"):
+            case.body.pop(name, None)
+        case.body["messages"] = [{"role": "user", "content": "hi"}]
+        check(case.call(base_url=live.url, session=http, timeout=10), case)

@@ -145,3 +145,33 @@ async def test_after_a_redis_restart_leases_from_before_it_are_left_to_their_wor
     finally:
         await store.close()
         await asyncio.to_thread(server.stop)
+
+
+async def test_the_record_codec_gives_back_every_hash_the_scripts_write(store):
+    """submit, emit, pause, answer and the terminal event each write the hash; JobRecord reads each
+    state and gives it back field for field (toolq/store/records.py)."""
+    from tests.support.pauses import paused_job, pending
+    from toolq.store.records import JobRecord
+
+    async def round_trips(job_id: str) -> JobRecord:
+        raw = await store.redis.hgetall(keys.job(job_id))
+        rec = await store.record(job_id)
+        assert rec.to_hash() == {k.decode(): v.decode() for k, v in raw.items()}
+        return rec
+
+    job_id, _ = await store.submit(_request(), model="m", tenant="t1")
+    rec = await round_trips(job_id)
+    assert (rec.status, rec.tenant, rec.model, rec.attempt, rec.seq) == (JobStatus.queued, "t1", "m", 1, 1)
+    paused = await paused_job(store, pending("c1", "client"))
+    assert (await round_trips(paused)).paused
+    await store.answer_actions(paused, [("c1", {"content": "x", "is_error": False})], "client")
+    rec = await round_trips(paused)
+    assert (rec.status, rec.attempt, rec.actions["c1"]["answer"]) == (
+        JobStatus.queued,
+        2,
+        {"content": "x", "is_error": False},
+    )
+    res = JobResult(job_id=paused, status=JobStatus.succeeded, finish_reason="stop", content="ok", attempt=2)
+    await store.emit(paused, EventType.final, {"content": "ok"}, result=res)
+    rec = await round_trips(paused)
+    assert rec.terminal and rec.result == res and rec.finished_ms is not None

@@ -19,7 +19,7 @@ ASK = [{"role": "user", "content": "hi"}]
         ("/v1/chat/completions", {"model": "m", "messages": ASK, "reasoning_effort": "high"}, "reasoning_effort"),
         ("/v1/responses", {"model": "m", "input": "hi", "include": ["message.output_text.logprobs"]}, "include"),
         ("/v1/responses", {"model": "m", "input": "hi", "truncation": "auto"}, "truncation"),
-        ("/v1/responses", {"model": "m", "input": "hi", "conversation": "conv_1"}, "conversation"),
+        ("/v1/responses", {"model": "m", "input": "hi", "prompt": {"id": "pmpt_1"}}, "prompt"),
     ],
 )
 async def test_a_value_toolq_cannot_honour_is_a_400_naming_the_field(redis_url, path, body, param):

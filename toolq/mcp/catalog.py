@@ -17,9 +17,10 @@ from dataclasses import dataclass
 import structlog
 from mcp import types
 
+from toolq.definitions import check_parameters, check_tool_name
+from toolq.limits import MAX_DESCRIPTION
 from toolq.mcp.config import McpServerConfig
 from toolq.tools.schema_tool import SchemaTool
-from toolq.tools.schemas import MAX_DESCRIPTION, check_parameters, check_tool_name
 
 __all__ = ["McpTool", "build_catalog"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from toolq.cli import validation_message
+from toolq.field_errors import validation_message
 
 __all__ = ["McpServerConfig", "parse_servers"]
 

@@ -20,6 +20,10 @@ own parts, and arq's health check writes ``keys.health(worker_id)``. Where it ca
   without being queued, and an idempotent retry never makes a second job. ``enqueue_job`` is a
   WATCH/MULTI transaction of its own and cannot run inside a script, so toolq/store/lua/arq_enqueue.lua
   writes the same two keys, with the values built here by arq's own ``serialize_job``.
+- Under fair share (toolq/store/fair.py) a submitted job's arq job key is written at once but the
+  job joins arq's queue only when toolq/store/lua/dispatch.lua chooses it: arq never looks at a
+  job key that is not on its queue, and enqueueing later is the same ``ZADD`` enqueue_job does.
+  ``WakeableWorker``'s ``feed`` hook asks for those jobs before each look at the queue.
 - arq offers no way to wake its poll loop, which sleeps ``poll_delay`` (0.5 s by default) between
   looks at the queue: ``WakeableWorker`` overrides the private ``_poll_iteration`` to block on the
   model's wake list instead, which every enqueue pushes to.
@@ -102,6 +106,12 @@ def arq_job(job_id: str, model: str, attempt: int, now_ms: int) -> dict[str, Any
     }
 
 
+def stored_job_args() -> dict[str, Any]:
+    """What toolq/store/lua/dispatch.lua needs to queue a stored arq job: arq's job key prefix
+    and the lifetime the key is renewed to as the job joins the queue."""
+    return {"arq_prefix": job_key_prefix, "expires_ms": expires_extra_ms}
+
+
 async def wake(redis: Any, model: str, token: str) -> None:
     """Wake an idle worker of the model (submit.lua does the same inside its script)."""
     async with redis.pipeline(transaction=False) as pipe:
@@ -145,17 +155,20 @@ class StalledPickups:
 # ---------------------------------------------------------------------- the worker
 
 JobHandler = Callable[[str, int], Awaitable[str]]
+Feeder = Callable[[int], Awaitable[None]]  # given the free slots, puts fairly chosen jobs on the queue
 
 
 class WakeableWorker(Worker):
     """arq's Worker, woken by enqueuers instead of sleeping a poll, and riding out Redis outages.
 
-    ``wake_key`` None polls as plain arq does (the benchmarks compare the two).
+    ``wake_key`` None polls as plain arq does (the benchmarks compare the two). ``feed``, given
+    the free slots, puts the jobs due next on the queue before each look at it (fair share).
     """
 
-    def __init__(self, *args: Any, wake_key: str | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, wake_key: str | None = None, feed: Feeder | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.wake_key = wake_key
+        self.feed = feed
 
     async def _poll_iteration(self) -> None:
         # arq's poll() sleeps whatever is left of poll_delay after each iteration, so a wake
@@ -164,6 +177,8 @@ class WakeableWorker(Worker):
         deadline = loop.time() + self.poll_delay_s
         while True:
             try:
+                if self.feed is not None and self.allow_pick_jobs and self.job_counter < self.max_jobs:
+                    await self.feed(self.max_jobs - self.job_counter)
                 await super()._poll_iteration()
             except (RedisError, OSError) as e:
                 log.warning("queue poll failed; retrying", error=str(e))
@@ -206,6 +221,7 @@ def make_worker(
     wake: bool,
     shutdown_grace_s: float,
     handle_signals: bool = True,
+    feed: Feeder | None = None,
 ) -> WakeableWorker:
     """An arq worker for the model's queue that runs ``run(job id, attempt)`` for each job.
 
@@ -243,6 +259,7 @@ def make_worker(
         job_deserializer=unpack,
         log_results=False,
         wake_key=keys.wake(model) if wake else None,
+        feed=feed,
     )
     worker.ctx["worker_id"] = worker_id
     return worker

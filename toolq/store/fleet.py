@@ -20,6 +20,7 @@ from toolq.errors import Unavailable, UnknownModel, UnknownTool
 from toolq.protocol import JobRequest, Where
 from toolq.store import keys
 from toolq.store.entries import drop_entry, read_entries, tool_specs, write_entry
+from toolq.store.fair import FairQueue
 from toolq.store.services import ServiceCatalog, read_services
 
 
@@ -145,13 +146,17 @@ class Fleet:
         return [specs[n] for n in sorted(specs)]
 
     async def describe(self, redis: Any, models: list[str]) -> list[ModelView]:
-        """The given models with their workers, tools and queue depth (one pipelined round trip)."""
+        """The given models with their workers, tools and queue depth (arq's queue and the jobs
+        waiting for a fair turn)."""
         if not models:
             return []
         async with redis.pipeline(transaction=False) as pipe:
             for m in models:
                 pipe.zcard(keys.queue(m))
             depths = await pipe.execute()
+        fair = FairQueue(redis)
+        # the jobs waiting for a fair turn are in the queue too (toolq/store/fair.py)
+        depths = [d + sum((await fair.waiting(m)).values()) for m, d in zip(models, depths, strict=True)]
         return [
             ModelView(
                 id=m,

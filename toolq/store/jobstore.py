@@ -29,6 +29,7 @@ from toolq.errors import (
     UnknownToolCall,
     WrongActionKind,
 )
+from toolq.payloads import CancelledData, QueuedData, RequiresActionData
 from toolq.protocol import (
     TERMINAL_EVENTS,
     ActionKind,
@@ -38,12 +39,16 @@ from toolq.protocol import (
     JobResult,
     JobStatus,
     PendingAction,
+    Usage,
     new_job_id,
     now_ms,
 )
-from toolq.store import arq_link, keys
+from toolq.store import arq_link, deliveries, keys
 from toolq.store.arq_link import connect
+from toolq.store.records import JobRecord
 from toolq.store.scripts import Script
+from toolq.store.thread_ending import ending_messages
+from toolq.tenants import TenantPolicy
 
 __all__ = ["JobEnded", "JobNotFound", "JobStore", "NotSubmitted", "QueueAtLimit", "connect"]
 
@@ -139,10 +144,6 @@ def _answered(
     return actions
 
 
-def _decode(h: dict[bytes, bytes]) -> dict[str, str]:
-    return {k.decode(): v.decode() for k, v in h.items()}
-
-
 class JobStore:
     def __init__(
         self,
@@ -151,11 +152,16 @@ class JobStore:
         event_ttl_s: int = 24 * 3600,
         stream_maxlen: int = 10_000,
         idempotency_ttl_s: int = 24 * 3600,
+        fair: bool = False,
     ):
         self.redis = redis  # from toolq.store.arq_link.connect
         self.event_ttl_s = event_ttl_s
         self.stream_maxlen = stream_maxlen
         self.idempotency_ttl_s = idempotency_ttl_s
+        # fair share (toolq/store/fair.py): jobs wait per tenant until dispatch.lua queues them;
+        # off, they go straight onto arq's queue, first in first out. The front doors (the
+        # gateway, the SDK's Redis mode) turn it on; the store alone is arq's plain queue.
+        self.fair = fair
         self._emit = Script(redis, "emit")
         self._pause = Script(redis, "pause")
         self._submit = Script(redis, "submit")
@@ -178,6 +184,7 @@ class JobStore:
         tenant: str = "default",
         idempotency_key: str | None = None,
         max_queue_depth: int | None = None,
+        policy: TenantPolicy | None = None,
     ) -> tuple[str, bool]:
         """Record, announce (``queued``) and enqueue a job, in one script. Returns (job id, created).
 
@@ -186,13 +193,15 @@ class JobStore:
         Raises QueueAtLimit when the model's queue already holds ``max_queue_depth`` jobs. With
         ``model`` None it only hands back the job the key names, and raises NotSubmitted when there
         is none: a caller whose own checks refused the job asks so whether it is a retry.
+        ``policy`` records the tenant's weight and running cap for the fair choice, and the job's
+        token cap in its record.
         """
         key = idempotency_key or request.idempotency_key
         if model is None and not key:
             raise NotSubmitted("no model and no idempotency key")
         job_id = new_job_id()
         created = now_ms()
-        head, tail = _event_parts(job_id, EventType.queued, {"model": model, "attempt": 1}, created)
+        head, tail = _event_parts(job_id, EventType.queued, QueuedData(model=model, attempt=1).to_wire(), created)
         code, value = await self._submit(
             job=keys.job(job_id),
             log=keys.log(job_id),
@@ -212,7 +221,15 @@ class JobStore:
             max_depth=max_queue_depth,
             job_prefix=keys.JOB_PREFIX,
             wake_backlog=arq_link.WAKE_BACKLOG,
+            webhook=request.webhook.model_dump_json() if request.webhook else None,
             **arq_link.arq_job(job_id, model or "", 1, created),
+            **self._fair_keys(model or "", tenant),
+            fair=self.fair,
+            priority=request.priority,
+            weight=policy.weight if policy else None,
+            max_running=(policy.max_running or 0) if policy else None,
+            job_tokens=policy.job_tokens if policy else None,
+            fair_prefix=keys.FAIR_PREFIX,
         )
         if code == -1:
             assert model is not None and max_queue_depth is not None
@@ -220,6 +237,18 @@ class JobStore:
         if code == -2:
             raise NotSubmitted("the idempotency key names no job")
         return (value.decode() if isinstance(value, bytes) else value), code == 1
+
+    @staticmethod
+    def _fair_keys(model: str, tenant: str) -> dict[str, str]:
+        return {
+            "tenants": keys.fair_tenants(model),
+            "passes": keys.fair_passes(model),
+            "vtime": keys.fair_vtime(model),
+            "waiting": keys.fair_waiting(model, tenant),
+            "seq_key": keys.fair_seq(model),
+            "weights": keys.TENANT_WEIGHTS,
+            "caps": keys.TENANT_CAPS,
+        }
 
     # ------------------------------------------------------------------ events
 
@@ -235,8 +264,10 @@ class JobStore:
         checkpoint: dict[str, Any] | None = None,
         only_if_status: JobStatus | None = None,
         lease_ms: int | None = None,
+        usage: Usage | None = None,
     ) -> int:
-        """Write one event; returns its seq. Raises JobEnded when the write is refused."""
+        """Write one event; returns its seq. Raises JobEnded when the write is refused.
+        ``usage`` with a terminal event adds the job's tokens to its tenant's (toolq/store/usage.py)."""
         terminal = type in TERMINAL_EVENTS
         if terminal and status is None:
             status = _STATUS_OF_TERMINAL[type]
@@ -261,6 +292,15 @@ class JobStore:
             job_id=job_id,
             lease_ms=lease_ms,
             now_ms=ts,
+            running_prefix=keys.RUNNING_PREFIX,
+            usage_prefix=keys.USAGE_PREFIX,
+            prompt_tokens=usage.prompt_tokens if usage and terminal else None,
+            completion_tokens=usage.completion_tokens if usage and terminal else None,
+            **deliveries.script_args(job_id, type),
+            # a thread run's end also appends to its thread (toolq/store/threads.py)
+            thread_messages=await ending_messages(self.redis, job_id, type, result) if terminal else None,
+            thread_prefix=keys.THREAD_PREFIX,
+            job_prefix=keys.JOB_PREFIX,
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])
@@ -279,7 +319,7 @@ class JobStore:
         ``requires_action`` event, the calls it waits on, and no lease. Raises JobEnded when the
         job ended or a newer attempt owns it."""
         ts = now_ms()
-        data = {"calls": [p.model_dump(mode="json") for p in pending], "deadline_ms": deadline_ms}
+        data = RequiresActionData(calls=pending, deadline_ms=deadline_ms).to_wire()
         head, tail = _event_parts(job_id, EventType.requires_action, data, ts)
         actions = {p.id: {**p.model_dump(mode="json"), "answer": None} for p in pending}
         seq: int = await self._pause(
@@ -297,6 +337,8 @@ class JobStore:
             deadline_ms=deadline_ms,
             job_id=job_id,
             maxlen=self.stream_maxlen,
+            running_prefix=keys.RUNNING_PREFIX,
+            **deliveries.script_args(job_id, EventType.requires_action),
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])
@@ -320,18 +362,16 @@ class JobStore:
         """
         for _ in range(8):  # -4: someone else answered between our read and our write: look again
             rec = await self.record(job_id)
-            if tenant is not None and rec.get("tenant") != tenant:
+            if tenant is not None and rec.tenant != tenant:
                 raise JobNotFound(job_id)
-            _check_paused(job_id, rec.get("terminal") == "1", rec.get("status", ""))
-            seen = rec.get("actions", "")
-            actions = _answered(job_id, json.loads(seen) if seen else {}, answers, kind)
+            _check_paused(job_id, rec.terminal, rec.status.value)
+            seen = rec.actions_json  # answer.lua writes only while the record still holds these
+            actions = _answered(job_id, dict(rec.actions), answers, kind)
             complete = all(a.get("answer") is not None for a in actions.values())
-            attempt = int(rec.get("attempt", 1))
-            model = rec.get("model", "")
+            attempt, model = rec.attempt, rec.model
             ts = now_ms()
-            head, tail = _event_parts(
-                job_id, EventType.queued, {"attempt": attempt + 1, "resumed": "requires_action"}, ts
-            )
+            queued = QueuedData(attempt=attempt + 1, resumed=JobStatus.requires_action.value)
+            head, tail = _event_parts(job_id, EventType.queued, queued.to_wire(), ts)
             arq = arq_link.arq_job(job_id, model, attempt + 1, ts)
             code, value = await self._answer(
                 job=keys.job(job_id),
@@ -351,6 +391,8 @@ class JobStore:
                 maxlen=self.stream_maxlen,
                 wake_backlog=arq_link.WAKE_BACKLOG,
                 **arq,
+                **self._fair_keys(model, rec.tenant),
+                fair=self.fair,
             )
             code, status = int(code), value.decode() if isinstance(value, bytes) else str(value)
             if code == -3:
@@ -405,14 +447,14 @@ class JobStore:
 
     # ------------------------------------------------------------------ records
 
-    async def record(self, job_id: str) -> dict[str, str]:
+    async def record(self, job_id: str) -> JobRecord:
         h = await self.redis.hgetall(keys.job(job_id))
         if not h:
             raise JobNotFound(job_id)
-        return _decode(h)
+        return JobRecord.from_hash(job_id, h)
 
     async def request(self, job_id: str) -> JobRequest:
-        return JobRequest.model_validate_json((await self.record(job_id))["request"])
+        return (await self.record(job_id)).request
 
     async def status(self, job_id: str) -> JobStatus:
         raw = await self.redis.hget(keys.job(job_id), "status")
@@ -432,22 +474,28 @@ class JobStore:
         """Cancel a job. A queued or paused job ends at once; a running one is stopped by its
         worker, which watches the cancel key between tokens. Returns the status seen."""
         rec = await self.record(job_id)
-        if rec.get("terminal") == "1":
-            return JobStatus(rec["status"])
+        if rec.terminal:
+            return rec.status
         await self.redis.set(keys.cancel(job_id), 1, ex=self.event_ttl_s)
         result = JobResult(
             job_id=job_id,
             status=JobStatus.cancelled,
             finish_reason="cancelled",
-            attempt=int(rec.get("attempt", 1)),
-            messages=JobRequest.model_validate_json(rec["request"]).messages,
+            attempt=rec.attempt,
+            messages=rec.request.messages,
         )
         for status, reason in (
             (JobStatus.queued, "cancelled while queued"),
             (JobStatus.requires_action, "cancelled while waiting for its caller"),
         ):
             try:
-                await self.emit(job_id, EventType.cancelled, {"reason": reason}, result=result, only_if_status=status)
+                await self.emit(
+                    job_id,
+                    EventType.cancelled,
+                    CancelledData(reason=reason).to_wire(),
+                    result=result,
+                    only_if_status=status,
+                )
             except JobEnded:
                 continue
             if status is JobStatus.requires_action:

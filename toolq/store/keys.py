@@ -99,3 +99,129 @@ def tool_result(tool: str, call_id: str) -> str:
 def tool_reply(tool: str, call_id: str) -> str:
     """List the caller BLPOPs for the result of one call."""
     return f"{PREFIX}:reply:{{{tool}}}:{call_id}"
+
+
+# Fair share (toolq/store/fair.py): which job of a model's queue starts next. The backlog waits in
+# one sorted set per tenant and model; a worker with a free slot asks toolq/store/lua/dispatch.lua
+# for the next fair job, which puts it on the model's arq queue. toolq/store/lua/fair_keys.lua
+# spells the per-tenant names the same way for the scripts that build them from a tenant.
+FAIR_PREFIX = f"{PREFIX}:fair:"
+RUNNING_PREFIX = f"{PREFIX}:running:"
+
+
+def fair_tenants(model: str) -> str:
+    """Sorted set: tenant with jobs waiting -> its pass (the virtual time of its next start)."""
+    return f"{FAIR_PREFIX}{model}:tenants"
+
+
+def fair_passes(model: str) -> str:
+    """Hash: tenant -> the pass it left with when its waiting set emptied."""
+    return f"{FAIR_PREFIX}{model}:passes"
+
+
+def fair_vtime(model: str) -> str:
+    """The model's virtual time: the pass of the latest start."""
+    return f"{FAIR_PREFIX}{model}:vtime"
+
+
+def fair_seq(model: str) -> str:
+    """Counter: the arrival order of waiting jobs (first in, first out within a priority)."""
+    return f"{FAIR_PREFIX}{model}:seq"
+
+
+def fair_waiting(model: str, tenant: str) -> str:
+    """Sorted set: a tenant's waiting jobs of one model, best first (priority, then arrival)."""
+    return f"{FAIR_PREFIX}{model}:waiting:{tenant}"
+
+
+def tenant_running(tenant: str) -> str:
+    """Sorted set: a tenant's jobs handed to the queue and not yet ended or paused -> start ms."""
+    return f"{RUNNING_PREFIX}{tenant}"
+
+
+# Hashes: tenant -> weight, tenant -> most jobs running at once (written with each submit from
+# the gateway's configuration, read by dispatch.lua).
+TENANT_WEIGHTS = f"{PREFIX}:tenant-weights"
+TENANT_CAPS = f"{PREFIX}:tenant-caps"
+TENANT_STARTED = f"{PREFIX}:tenant-started"  # hash: tenant -> jobs dispatch.lua handed to a queue
+
+USAGE_PREFIX = f"{PREFIX}:usage:"
+
+
+def usage_total(tenant: str) -> str:
+    """Hash: a tenant's token use since the start (prompt, completion, tokens, jobs)."""
+    return f"{USAGE_PREFIX}{tenant}"
+
+
+def usage_window(tenant: str, window: str, index: int) -> str:
+    """Counter: a tenant's tokens in one window (``minute`` or ``day``, numbered from the epoch)."""
+    return f"{USAGE_PREFIX}{tenant}:{window}:{index}"
+
+
+# Webhook deliveries (toolq/store/deliveries.py). emit.lua and pause.lua record a delivery in the
+# same step as the event it reports; the `toolq webhooks` process sends it.
+# Sorted set: delivery id -> when it is next due (ms, Redis's clock); for a claimed one, its lease's end.
+WEBHOOK_DUE = f"{PREFIX}:webhooks:due"
+WEBHOOK_WAKE = f"{PREFIX}:webhooks:wake"  # list pushed with every new delivery, so the sender wakes at once
+
+
+DELIVERY_PREFIX = f"{PREFIX}:webhook:"  # the claim script builds delivery keys from it
+
+
+def delivery(delivery_id: str) -> str:
+    """Hash: one delivery (job, tenant, url, type, the event it reports, status, attempts, times)."""
+    return f"{DELIVERY_PREFIX}{{{delivery_id}}}"
+
+
+def delivery_attempts(delivery_id: str) -> str:
+    """List of one delivery's attempts (JSON each: when, status code or error, duration)."""
+    return f"{PREFIX}:webhook:attempts:{{{delivery_id}}}"
+
+
+def job_deliveries(job_id: str) -> str:
+    """List of the delivery ids of one job, oldest first: the job's delivery log."""
+    return f"{PREFIX}:webhooks:job:{{{job_id}}}"
+
+
+def dead_deliveries(tenant: str) -> str:
+    """Sorted set: the tenant's deliveries that never succeeded (the dead-letter list) -> when they gave up."""
+    return f"{PREFIX}:webhooks:dead:{tenant}"
+
+
+# Threads (toolq/store/threads.py): a conversation kept on the server. A thread's keys share the
+# hash tag ``{thread_id}``. The scripts that end a run (toolq/store/lua/thread_end.lua, included by
+# emit.lua) build them from THREAD_PREFIX and the thread id the run's record names.
+THREAD_PREFIX = f"{PREFIX}:thread:"
+
+
+def thread(thread_id: str) -> str:
+    """Hash: tenant, metadata, TTL, created_ms, the active run (``active``), an arrival counter."""
+    return f"{THREAD_PREFIX}{{{thread_id}}}"
+
+
+def thread_messages(thread_id: str) -> str:
+    """List: the thread's messages, one Message JSON per element, oldest first."""
+    return f"{thread(thread_id)}:messages"
+
+
+def thread_ids(thread_id: str) -> str:
+    """List: the id of each message, aligned with ``thread_messages`` (conversation item ids)."""
+    return f"{thread(thread_id)}:ids"
+
+
+def thread_waiting(thread_id: str) -> str:
+    """Sorted set: runs waiting for the active one to end, scored by their turn."""
+    return f"{thread(thread_id)}:waiting"
+
+
+def thread_runs(thread_id: str) -> str:
+    """List: the ids of the thread's runs, oldest first (a rolled-back run is taken out)."""
+    return f"{thread(thread_id)}:runs"
+
+
+def threads(tenant: str) -> str:
+    """Sorted set: a tenant's thread ids by creation time (members whose thread expired are stale)."""
+    return f"{PREFIX}:threads:{tenant}"
+
+
+CANCEL_PREFIX = f"{PREFIX}:cancel:"  # thread_run.lua builds a run's cancel key from it: see cancel()

@@ -10,9 +10,8 @@ keeps its new deadline.
 
 from __future__ import annotations
 
-import json
-
-from toolq.protocol import ErrorCode, ErrorInfo, EventType, JobRequest, JobResult, JobStatus, Message, now_ms
+from toolq.payloads import ErrorData
+from toolq.protocol import ErrorCode, ErrorInfo, EventType, JobResult, JobStatus, Message, now_ms
 from toolq.store import keys
 from toolq.store.jobstore import JobEnded, JobNotFound, JobStore
 
@@ -34,20 +33,16 @@ async def expire_overdue(store: JobStore, *, limit: int = 100) -> list[str]:
 
 async def _expire(store: JobStore, job_id: str, now: int) -> bool:
     rec = await store.record(job_id)
-    paused = rec.get("status") == JobStatus.requires_action.value and rec.get("terminal") != "1"
-    if paused and int(rec.get("action_deadline_ms") or 0) > now:
+    if rec.paused and (rec.action_deadline_ms or 0) > now:
         return False  # paused again since the index was read, with a later deadline
-    if not paused:
+    if not rec.paused:
         await store.redis.zrem(keys.PAUSED, job_id)
         return False
-    attempt = int(rec.get("attempt", 1))
-    actions = json.loads(rec.get("actions") or "{}")
-    waits = sorted(c for c, a in actions.items() if a.get("answer") is None)
+    attempt = rec.attempt
+    waits = sorted(c for c, a in rec.actions.items() if a.get("answer") is None)
     message = f"the job waited on its caller past its deadline (calls {', '.join(waits) or 'none'} unanswered)"
-    checkpoint = json.loads(rec["checkpoint"]) if rec.get("checkpoint") else {}
-    messages = [Message.model_validate(m) for m in checkpoint.get("messages", ())] or (
-        JobRequest.model_validate_json(rec["request"]).messages
-    )
+    checkpoint = rec.checkpoint or {}
+    messages = [Message.model_validate(m) for m in checkpoint.get("messages", ())] or rec.request.messages
     result = JobResult(
         job_id=job_id,
         status=JobStatus.failed,
@@ -60,7 +55,7 @@ async def _expire(store: JobStore, job_id: str, now: int) -> bool:
         await store.emit(
             job_id,
             EventType.error,
-            {"code": ErrorCode.action_timeout.value, "message": message},
+            ErrorData(code=ErrorCode.action_timeout.value, message=message).to_wire(),
             attempt=attempt,
             result=result,
             only_if_status=JobStatus.requires_action,

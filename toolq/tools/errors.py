@@ -14,14 +14,20 @@ class ToolLoadError(ImportError):
 
 
 class UnknownToolError(KeyError):
-    """Names asked for are not registered. ``names`` lists the unknown ones."""
+    """Names asked for are not registered. ``names`` lists the unknown ones; ``named_by`` says
+    which part of a request asked for them (``tool_choice``), when not the tool list itself.
 
-    def __init__(self, names: Iterable[str], known: Iterable[str]):
+    A job that asks for one ends with the ``unknown_tool`` error (``worker/endings.py``); no other
+    KeyError does."""
+
+    def __init__(self, names: Iterable[str], known: Iterable[str], *, named_by: str | None = None):
         self.names = list(names)
         self.known = list(known)
+        self.named_by = named_by
         super().__init__(self.names)
 
     def __str__(self) -> str:  # KeyError's own str() would repr-quote the message
         unknown = ", ".join(repr(n) for n in self.names)
         known = ", ".join(self.known) or "(none)"
-        return f"unknown tool(s) {unknown}; registered tools: {known}"
+        asked = f"{self.named_by} names " if self.named_by else ""
+        return f"{asked}unknown tool(s) {unknown}; registered tools: {known}"

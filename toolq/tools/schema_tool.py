@@ -14,8 +14,8 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 
+from toolq.definitions import function_spec
 from toolq.tools.messages import not_an_object, signature_text
-from toolq.tools.schemas import function_spec
 from toolq.tools.validation import CheckedCall
 
 __all__ = ["SchemaTool"]

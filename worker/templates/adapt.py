@@ -10,22 +10,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from toolq.protocol import FunctionCall, Message, ToolCall
 from worker.formats.base import ToolCallFormat, ToolDefinition
 from worker.templates.markers import checked_markup, clean, clean_json, mark, mark_json
-
-if TYPE_CHECKING:
-    from worker.templates.template import ChatTemplate
+from worker.templates.probe import Capabilities
 
 
 class Adapter:
-    """Turns protocol messages into marked message dicts this template can render."""
+    """Turns protocol messages into marked message dicts a template can render, knowing two facts
+    of it: what it can render (``caps``), and whether it wraps a tool result in the format's own
+    markup itself (``wraps_results``, ``ChatTemplate.wraps_tool_results``)."""
 
-    def __init__(self, template: ChatTemplate, fmt: ToolCallFormat, tools: list[ToolDefinition], variant: str | None):
-        self.template = template
-        self.caps = template.capabilities
+    def __init__(
+        self,
+        caps: Capabilities,
+        wraps_results: bool,
+        fmt: ToolCallFormat,
+        tools: list[ToolDefinition],
+        variant: str | None,
+    ):
+        self.caps = caps
+        self.wraps_results = wraps_results
         self.fmt = fmt
         self.tools = tools
         self.variant = variant
@@ -109,8 +116,7 @@ class Adapter:
         name = m.name or names.get(m.tool_call_id or "", "") or "tool"
         call_id = m.tool_call_id or ""
         if self.caps.tool_role:
-            raw = self.template.wraps_tool_results(self.fmt)
-            content = mark(m.content or "") if raw else self._result_text(name, call_id, m.content or "")
+            content = mark(m.content or "") if self.wraps_results else self._result_text(name, call_id, m.content or "")
             return {"role": "tool", "content": content, "name": mark(name), "tool_call_id": mark(call_id)}
         return {"role": "user", "content": self._result_text(name, call_id, m.content or "")}
 

@@ -138,9 +138,11 @@ class ChatTemplate:
         """The prompt for a conversation, adapted to what this template supports."""
         msgs = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
         tools = [clean_json(t) for t in tools or ()]
-        adapter = Adapter(self, fmt, tools, prompt_variant)
-        marked = adapter.adapt(msgs)
-        shown_tools = tools if (tools and self.capabilities.renders_tools) else None
+        caps = self.capabilities
+        # probed only for a conversation that has a tool result to show in the tool role
+        wraps = caps.tool_role and any(m.role == "tool" for m in msgs) and self.wraps_tool_results(fmt)
+        marked = Adapter(caps, wraps, fmt, tools, prompt_variant).adapt(msgs)
+        shown_tools = tools if (tools and caps.renders_tools) else None
         marked_text = self.render_raw(marked, tools=shown_tools, add_generation_prompt=add_generation_prompt)
         plain_text = self.render_raw(unmark(marked), tools=shown_tools, add_generation_prompt=add_generation_prompt)
         return RenderedPrompt(text=plain_text, segments=segments(plain_text, marked_text))

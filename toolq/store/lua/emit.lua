@@ -3,13 +3,29 @@
 -- terminal event is written every later write is refused, and a write fenced by attempt is
 -- refused once a newer attempt owns the job (its worker lost its lease).
 --
+-- A terminal event also takes the job out of its tenant's running set (toolq/store/fair.py: the
+-- place it held against its tenant's running cap) and, given the worker's token figures, adds
+-- them to its tenant's usage (toolq/store/usage.py): once per job, since a job has one terminal
+-- event. A job cancelled while it waited for its fair turn stays in its waiting set until
+-- dispatch.lua drops it, as a cancelled job stays on arq's queue until a worker drops it: both
+-- count in the queue depth until then.
+--
 -- include: now.lua
+-- include: fair_keys.lua
+-- include: webhook_record.lua
+-- include: arq_enqueue.lua
+-- include: thread_turns.lua
+-- include: thread_end.lua
 --
 -- KEYS[1] job             the job record (hash)
 -- KEYS[2] log             the job's event stream
 -- KEYS[3] job_channel     pub/sub channel of this job's events
 -- KEYS[4] all_channel     pub/sub channel of every job's events
 -- KEYS[5] leases          sorted set: running job id -> lease deadline (ms, Redis's clock)
+-- KEYS[6] webhook_due     sorted set of due webhook deliveries (webhook_record.lua)
+-- KEYS[7] webhook_wake    list that wakes the webhook sender
+-- KEYS[8] webhook_delivery  the delivery's hash, written if the job's webhook wants this event
+-- KEYS[9] webhook_job_log the job's list of delivery ids
 -- ARGV[1] head            the event's JSON up to its seq
 -- ARGV[2] tail            the event's JSON after its seq
 -- ARGV[3] terminal        '1' for final, error or cancelled
@@ -23,6 +39,15 @@
 -- ARGV[11] job_id         the job's id (its member in leases)
 -- ARGV[12] lease_ms       set the lease this long from now; '' leaves it
 -- ARGV[13] now_ms         the writer's time, stored as finished_ms
+-- ARGV[14] running_prefix toolq.store.keys.RUNNING_PREFIX
+-- ARGV[15] usage_prefix   toolq.store.keys.USAGE_PREFIX
+-- ARGV[16] prompt_tokens  the job's prompt tokens, counted with a terminal event; '' none
+-- ARGV[17] completion_tokens  the job's completion tokens; '' none
+-- ARGV[18] webhook_kind   the webhook event this event is (completed, failed, cancelled); '' none
+-- ARGV[19] webhook_id     the delivery's id (its webhook-id header)
+-- ARGV[20] thread_messages  a thread run's messages for its thread (thread_end.lua); '' none
+-- ARGV[21] thread_prefix  toolq.store.keys.THREAD_PREFIX
+-- ARGV[22] job_prefix     toolq.store.keys.JOB_PREFIX
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt,
 -- -2 not in the expected status, -3 no such job.
@@ -45,5 +70,26 @@ if terminal == '1' then
   redis.call('ZREM', leases, job_id)
   redis.call('EXPIRE', job, ttl_s)
   redis.call('EXPIRE', log, ttl_s)
+  local who = redis.call('HMGET', job, 'tenant')
+  if who[1] then
+    redis.call('ZREM', tenant_running_key(running_prefix, who[1]), job_id)
+    if prompt_tokens ~= '' or completion_tokens ~= '' then
+      local p, c = tonumber(prompt_tokens) or 0, tonumber(completion_tokens) or 0
+      local t = redis_now_ms()
+      local minute = usage_prefix .. who[1] .. ':minute:' .. math.floor(t / 60000)
+      local day = usage_prefix .. who[1] .. ':day:' .. math.floor(t / 86400000)
+      redis.call('INCRBY', minute, p + c)
+      redis.call('EXPIRE', minute, 120)
+      redis.call('INCRBY', day, p + c)
+      redis.call('EXPIRE', day, 2 * 86400)
+      local total = usage_prefix .. who[1]
+      redis.call('HINCRBY', total, 'prompt_tokens', p)
+      redis.call('HINCRBY', total, 'completion_tokens', c)
+      redis.call('HINCRBY', total, 'tokens', p + c)
+      redis.call('HINCRBY', total, 'jobs', 1)
+    end
+  end
+  thread_end(job, job_id, status, thread_messages, thread_prefix, job_prefix)
 end
+record_webhook(job, job_id, webhook_kind, webhook_id, webhook_delivery, webhook_due, webhook_wake, webhook_job_log, ev)
 return seq

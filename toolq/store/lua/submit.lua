@@ -6,7 +6,13 @@
 -- at: retrying a submit that went through is always safe. A key whose job has expired is taken
 -- over by the new job.
 --
+-- With fair share on (`fair` '1') the job waits in its tenant's set (fair_enqueue.lua) with its
+-- arq job stored but not queued; toolq/store/lua/dispatch.lua queues it when its turn comes. The
+-- queue depth then counts the waiting jobs of every tenant as well as arq's queue.
+--
 -- include: arq_enqueue.lua
+-- include: fair_keys.lua
+-- include: fair_enqueue.lua
 --
 -- KEYS[1] job                the new job's record (hash)
 -- KEYS[2] log                the new job's event stream
@@ -17,6 +23,13 @@
 -- KEYS[7] arq_result         the arq result key
 -- KEYS[8] queue              the model's queue (arq's sorted set)
 -- KEYS[9] wake               the model's wake list
+-- KEYS[10] tenants           the model's active tenants (sorted set: tenant -> pass)
+-- KEYS[11] passes            the model's saved passes of idle tenants (hash)
+-- KEYS[12] vtime             the model's virtual time
+-- KEYS[13] waiting           the tenant's waiting set for the model
+-- KEYS[14] seq_key           the model's arrival counter
+-- KEYS[15] weights           tenant -> weight (hash)
+-- KEYS[16] caps              tenant -> most jobs running at once (hash)
 -- ARGV[1] job_id             the new job's id
 -- ARGV[2] request            the request JSON
 -- ARGV[3] model              the model; '' only hands back the job the key names
@@ -33,6 +46,13 @@
 -- ARGV[14] expires_ms        the arq job key's lifetime
 -- ARGV[15] score             the arq job's score in the queue
 -- ARGV[16] wake_backlog      how many wake tokens the wake list keeps
+-- ARGV[17] fair              '1': wait for a fair turn; '0': straight onto arq's queue (FIFO)
+-- ARGV[18] priority          0 to 9, 9 first within the tenant
+-- ARGV[19] weight            the tenant's weight to record; '' leaves the recorded one
+-- ARGV[20] max_running       the tenant's cap to record; '' leaves it, '0' no cap
+-- ARGV[21] job_tokens        the job's token cap, kept in its record; '' none
+-- ARGV[22] fair_prefix       toolq.store.keys.FAIR_PREFIX
+-- ARGV[23] webhook           the job's webhook JSON {"url", "events"} (webhook_record.lua); '' none
 --
 -- Returns {1, job id} created, {0, job id} the job the key already names, {-1, depth} the queue
 -- is at max_depth, {-2, ''} no model was given and the key names no job.
@@ -46,16 +66,26 @@ end
 if model == '' then return {-2, ''} end
 if max_depth ~= '' then
   local depth = redis.call('ZCARD', queue)
+  for _, t in ipairs(redis.call('ZRANGE', tenants, 0, -1)) do
+    depth = depth + redis.call('ZCARD', fair_waiting_key(fair_prefix, model, t))
+  end
   if depth >= tonumber(max_depth) then return {-1, depth} end
 end
 if idempotency_ttl_s ~= '' then redis.call('SET', idempotency, job_id, 'EX', idempotency_ttl_s) end
 redis.call('HSET', job, 'request', request, 'model', model, 'tenant', tenant, 'status', 'queued',
-           'attempt', 1, 'seq', 1, 'created_ms', created_ms)
+           'attempt', 1, 'seq', 1, 'created_ms', created_ms, 'priority', priority)
+if job_tokens ~= '' then redis.call('HSET', job, 'job_tokens', job_tokens) end
+if webhook ~= '' then redis.call('HSET', job, 'webhook', webhook) end
 local ev = head .. '1' .. tail
 redis.call('XADD', log, 'MAXLEN', '~', maxlen, '1-0', 'e', ev)
 redis.call('PUBLISH', job_channel, ev)
 redis.call('PUBLISH', all_channel, ev)
-arq_enqueue(arq_job, arq_result, queue, arq_id, payload, expires_ms, score)
+if fair == '1' then
+  arq_store(arq_job, arq_result, arq_id, payload, expires_ms)
+  fair_enqueue(tenants, passes, vtime, waiting, seq_key, weights, caps, tenant, job_id, priority, weight, max_running)
+else
+  arq_enqueue(arq_job, arq_result, queue, arq_id, payload, expires_ms, score)
+end
 redis.call('LPUSH', wake, job_id)
 redis.call('LTRIM', wake, 0, tonumber(wake_backlog) - 1)
 return {1, job_id}

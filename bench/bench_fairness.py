@@ -1,0 +1,156 @@
+"""Fair share against plain FIFO, in one run (scripted engine, real Redis, real worker processes).
+
+- Flood: tenant A submits --flood jobs, then tenant B one; B's wait (its `queued` to `started`
+  events) and the mean job duration, with one worker of two slots (the issue's setting).
+- Shares: tenant A (weight 3) submits its whole backlog, then tenant B (weight 1) its own; the
+  tenants' shares of the first 400 starts, and the error against 75/25.
+- Pickup: enqueue to `started` with the worker idle, one job after another (bench/bench_queue.py's
+  measure), through the fair waiting sets and straight onto arq's queue: the latency the
+  scheduler adds (its dispatch script runs before each look at the queue).
+
+Run: .venv/bin/python bench/bench_fairness.py [--flood 200] [--pickup-jobs 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import redis
+
+from bench.bench_queue import pct, run_pickup
+from tests.support.redis_server import RedisServer
+from tests.support.workers import WorkerProcess, write_rules
+from toolq.protocol import JobRequest, Message
+from toolq.store import keys
+from toolq.store.jobstore import JobStore
+from toolq.tenants import TenantPolicy
+
+MODEL = "scripted"
+
+
+def req() -> JobRequest:
+    return JobRequest(messages=[Message(role="user", content="go")], tools=[], max_tokens=4096)
+
+
+def times(r: redis.Redis, job_id: str) -> dict[str, int]:
+    """The job's first queued / started / terminal timestamps (ms)."""
+    out: dict[str, int] = {}
+    for _, f in r.xrange(keys.log(job_id)):
+        ev = json.loads(f[b"e"])
+        out.setdefault(ev["type"], ev["ts"])
+    return out
+
+
+def wait(check, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError
+        time.sleep(0.05)
+
+
+def flood(url: str, fair: bool, n: int) -> tuple[float, float]:
+    """B's wait (ms) behind A's flood of n jobs, and the mean job duration (ms)."""
+    r = redis.Redis.from_url(url)
+    r.flushdb()
+    w = WorkerProcess(url, script=write_rules([("", "x" * 80)], token_delay_s=0.003), extra=("--slots", "2"))
+    w.wait_ready()
+
+    async def go() -> tuple[list[str], str]:
+        store = JobStore.from_url(url, fair=fair)
+        try:
+            a = [(await store.submit(req(), model=MODEL, tenant="a"))[0] for _ in range(n)]
+            await asyncio.sleep(0.5)
+            return a, (await store.submit(req(), model=MODEL, tenant="b"))[0]
+        finally:
+            await store.close()
+
+    try:
+        a, b = asyncio.run(go())
+        wait(lambda: "final" in times(r, b), 600)
+        tb = times(r, b)
+        durations = [t["final"] - t["started"] for t in (times(r, j) for j in a) if "final" in t]
+        return float(tb["started"] - tb["queued"]), statistics.mean(durations)
+    finally:
+        w.stop()
+
+
+def shares(url: str, fair: bool) -> Counter[str]:
+    """Shares of the first 400 starts with weights 3:1, A's backlog submitted before B's."""
+    r = redis.Redis.from_url(url)
+    r.flushdb()
+
+    async def go() -> dict[str, list[str]]:
+        store = JobStore.from_url(url, fair=fair)
+        try:
+            out: dict[str, list[str]] = {}
+            for tenant, n, weight in (("a", 340, 3), ("b", 140, 1)):
+                policy = TenantPolicy(weight=weight)
+                out[tenant] = [
+                    (await store.submit(req(), model=MODEL, tenant=tenant, policy=policy))[0] for _ in range(n)
+                ]
+            return out
+        finally:
+            await store.close()
+
+    jobs = asyncio.run(go())
+    w = WorkerProcess(url, script=write_rules([("", "x" * 8)], token_delay_s=0.002), extra=("--slots", "2"))
+    try:
+        w.wait_ready()
+        every = [j for ids in jobs.values() for j in ids]
+        wait(lambda: sum(1 for j in every if "started" in times(r, j)) >= 400, 600)
+    finally:
+        w.stop()
+    started = sorted((times(r, j)["started"], t) for t, ids in jobs.items() for j in ids if "started" in times(r, j))
+    return Counter(t for _, t in started[:400])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--flood", type=int, default=200, help="tenant A's flood")
+    ap.add_argument("--pickup-jobs", type=int, default=200)
+    args = ap.parse_args()
+    server = RedisServer()
+    server.start()
+    url = server.url + "/0"
+    try:
+        print(f"flood: tenant A submits {args.flood} jobs, then tenant B one (1 worker, 2 slots)")
+        for name, fair in (("FIFO", False), ("fair", True)):
+            b_wait, mean = flood(url, fair, args.flood)
+            print(f"  {name:5s} B waited {b_wait:8.0f} ms = {b_wait / mean:6.1f} mean job durations ({mean:.0f} ms)")
+        print("shares of the first 400 starts, weights A 3 : B 1 (A's backlog submitted first)")
+        for name, fair in (("FIFO", False), ("fair", True)):
+            c = shares(url, fair)
+            err = abs(c["a"] / 400 - 0.75) * 100
+            print(f"  {name:5s} A {c['a']:3d}  B {c['b']:3d}   share error {err:5.1f} points (target within 5)")
+        print("pickup, enqueue -> started, worker idle (server clock, ms; client-observed in brackets)")
+        res = {}
+        for name, fair in (("FIFO (arq queue)", False), ("fair (dispatch)", True)):
+            redis.Redis.from_url(url).flushdb()
+            srv, cli = res[name] = run_pickup(url, args.pickup_jobs, {}, fair=fair)
+            print(
+                f"  {name:17s} n={args.pickup_jobs}  p50 {pct(srv, 50):5.1f} ms  p99 {pct(srv, 99):5.1f} ms"
+                f"   [client p50 {pct(cli, 50):6.2f} ms  p99 {pct(cli, 99):6.2f} ms]"
+            )
+        (_, fifo), (_, fair_c) = res["FIFO (arq queue)"], res["fair (dispatch)"]
+        print(
+            f"  added by the scheduler (client-observed): p50 {pct(fair_c, 50) - pct(fifo, 50):+.2f} ms"
+            f"  p99 {pct(fair_c, 99) - pct(fifo, 99):+.2f} ms"
+        )
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

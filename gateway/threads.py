@@ -1,0 +1,212 @@
+"""/v1/threads: conversations kept on the server, and runs on them (toolq/store/threads.py).
+
+Every route is scoped to the caller's tenant: another tenant's thread is a 404, exactly like one
+that does not exist. A run goes through the same caps and fleet check as POST /v1/jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Path, Query
+
+from gateway.auth import Tenant
+from gateway.limits import apply_caps
+from gateway.state import GatewayState, State
+from toolq.api import ErrorBody
+from toolq.errors import RunActive, ThreadNotFoundError
+from toolq.protocol import JobStatus
+from toolq.store import keys
+from toolq.store.threads import RunRejected, ThreadInfo, ThreadNotFound, ThreadStore
+from toolq.thread_api import (
+    MAX_PAGE,
+    MessagePage,
+    MessagesAppend,
+    RunAccepted,
+    RunList,
+    RunRequest,
+    RunView,
+    ThreadCreate,
+    ThreadDeleted,
+    ThreadList,
+    ThreadMessage,
+    ThreadSummary,
+    ThreadView,
+    page,
+)
+
+router = APIRouter(prefix="/v1/threads", tags=["threads"])
+ThreadId = Annotated[str, Path(min_length=1, max_length=128, description="the thread id from POST /v1/threads")]
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 422)}
+
+
+def threads_of(state: GatewayState) -> ThreadStore:
+    """The gateway's one ThreadStore, over its JobStore (made on first use)."""
+    found = getattr(state, "_threads", None)
+    if found is None:
+        found = ThreadStore(state.store)
+        state._threads = found  # type: ignore[attr-defined]
+    return found
+
+
+def not_found(thread_id: str) -> ThreadNotFoundError:
+    return ThreadNotFoundError(f"thread {thread_id!r} not found", field="thread_id")
+
+
+async def info(state: GatewayState, tenant: str, thread_id: str) -> ThreadInfo:
+    try:
+        return await threads_of(state).get(tenant, thread_id)
+    except ThreadNotFound:
+        raise not_found(thread_id) from None
+
+
+def summary(t: ThreadInfo) -> ThreadSummary:
+    return ThreadSummary(
+        id=t.id,
+        created_ms=t.created_ms,
+        metadata=t.metadata,
+        ttl_s=t.ttl_s,
+        active_run=t.active_run,
+        waiting_runs=t.waiting,
+        message_count=t.message_count,
+    )
+
+
+Order = Literal["asc", "desc"]
+After = Annotated[str | None, Query(max_length=128, description="the message id to page on from")]
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE)]
+
+
+async def message_page(
+    state: GatewayState, tenant: str, thread_id: str, after: str | None, limit: int, order: Order
+) -> MessagePage:
+    try:
+        items = await threads_of(state).messages(tenant, thread_id)
+    except ThreadNotFound:
+        raise not_found(thread_id) from None
+    chosen, more = page(items, after=after, limit=limit, order=order)
+    data = [ThreadMessage(id=i, message=m) for i, m in chosen]
+    return MessagePage(
+        data=data, first_id=data[0].id if data else None, last_id=data[-1].id if data else None, has_more=more
+    )
+
+
+@router.post("", status_code=201, response_model=ThreadView, responses=_ERRORS)
+async def create_thread(body: Annotated[ThreadCreate, Body()], tenant: Tenant, state: State) -> ThreadView:
+    """A thread, optionally with its first messages, metadata and a TTL."""
+    t = await threads_of(state).create(tenant, metadata=body.metadata, ttl_s=body.ttl_s, messages=body.messages)
+    return ThreadView(
+        **summary(t).model_dump(),
+        messages=await message_page(state, tenant, t.id, None, MAX_PAGE, "asc"),
+    )
+
+
+@router.get("", response_model=ThreadList, responses=_ERRORS)
+async def list_threads(
+    tenant: Tenant,
+    state: State,
+    limit: Limit = 20,
+    before_ms: Annotated[int | None, Query(ge=0, le=2**53, description="threads created before this")] = None,
+) -> ThreadList:
+    """The caller's threads, newest first."""
+    found = await threads_of(state).tenant_threads(tenant, limit=limit + 1, before_ms=before_ms)
+    shown = found[:limit]
+    return ThreadList(
+        data=[summary(t) for t in shown],
+        has_more=len(found) > limit,
+        next_before_ms=shown[-1].created_ms if len(found) > limit else None,
+    )
+
+
+@router.get("/{thread_id}", response_model=ThreadView, responses=_ERRORS)
+async def get_thread(
+    thread_id: ThreadId, tenant: Tenant, state: State, after: After = None, limit: Limit = 20, order: Order = "asc"
+) -> ThreadView:
+    """The thread and a page of its messages (``after`` a message id, ``limit``, ``order``)."""
+    t = await info(state, tenant, thread_id)
+    return ThreadView(
+        **summary(t).model_dump(), messages=await message_page(state, tenant, thread_id, after, limit, order)
+    )
+
+
+@router.get("/{thread_id}/messages", response_model=MessagePage, responses=_ERRORS)
+async def thread_messages(
+    thread_id: ThreadId, tenant: Tenant, state: State, after: After = None, limit: Limit = 20, order: Order = "asc"
+) -> MessagePage:
+    """A page of the thread's messages."""
+    return await message_page(state, tenant, thread_id, after, limit, order)
+
+
+@router.post("/{thread_id}/messages", response_model=MessagePage, responses=_ERRORS)
+async def append_messages(
+    thread_id: ThreadId, body: Annotated[MessagesAppend, Body()], tenant: Tenant, state: State
+) -> MessagePage:
+    """Append messages to the thread without running anything; returns them with their ids."""
+    try:
+        ids = await threads_of(state).add_messages(tenant, thread_id, body.messages)
+    except ThreadNotFound:
+        raise not_found(thread_id) from None
+    data = [ThreadMessage(id=i, message=m) for i, m in zip(ids, body.messages, strict=True)]
+    return MessagePage(data=data, first_id=ids[0], last_id=ids[-1], has_more=False)
+
+
+@router.delete("/{thread_id}", response_model=ThreadDeleted, responses=_ERRORS)
+async def delete_thread(thread_id: ThreadId, tenant: Tenant, state: State) -> ThreadDeleted:
+    """Delete the thread; its active and waiting runs are cancelled."""
+    try:
+        await threads_of(state).delete(tenant, thread_id)
+    except ThreadNotFound:
+        raise not_found(thread_id) from None
+    return ThreadDeleted(id=thread_id)
+
+
+@router.post(
+    "/{thread_id}/runs",
+    status_code=202,
+    response_model=RunAccepted,
+    responses={409: {"model": ErrorBody}, 429: {"model": ErrorBody}, 503: {"model": ErrorBody}, **_ERRORS},
+)
+async def create_run(
+    thread_id: ThreadId, body: Annotated[RunRequest, Body()], tenant: Tenant, state: State
+) -> RunAccepted:
+    """Run the thread with new input (``messages``). A run already active on the thread is dealt
+    with by ``multitask_strategy``; follow the run at /v1/jobs/{job_id}/events."""
+    job = body.job()
+    apply_caps(job, state.settings)
+    model = (await state.fleet.get()).resolve(job)
+    try:
+        placed = await threads_of(state).run(
+            tenant,
+            thread_id,
+            job,
+            model=model,
+            strategy=body.multitask_strategy,
+            keep_partial=body.partial_history,
+        )
+    except ThreadNotFound:
+        raise not_found(thread_id) from None
+    except RunRejected as e:
+        raise RunActive(str(e), field="multitask_strategy") from None
+    return RunAccepted(
+        job_id=placed.job_id,
+        thread_id=thread_id,
+        status=JobStatus.queued,
+        state=placed.state,
+        active_run=placed.active,
+        model=model,
+        events=f"/v1/jobs/{placed.job_id}/events",
+    )
+
+
+@router.get("/{thread_id}/runs", response_model=RunList, responses=_ERRORS)
+async def list_runs(thread_id: ThreadId, tenant: Tenant, state: State) -> RunList:
+    """The thread's runs, oldest first, with their status."""
+    try:
+        ids = await threads_of(state).runs(tenant, thread_id)
+    except ThreadNotFound:
+        raise not_found(thread_id) from None
+    out = []
+    for job_id in ids:
+        raw = await state.store.redis.hget(keys.job(job_id), "status")
+        out.append(RunView(job_id=job_id, status=JobStatus(raw.decode()) if raw else None))
+    return RunList(data=out)

@@ -1,0 +1,181 @@
+"""The fair choice of the next job (toolq/store/fair.py, dispatch.lua) over a real Redis, without
+workers: shares by weight, the idle rule, priorities, running caps, cancel while waiting, the
+queue-depth limit and usage counted once. tests/integration/test_fairness.py runs the same
+promises through real worker processes and gateways."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from toolq.protocol import EventType, JobRequest, JobResult, JobStatus, Message, Usage
+from toolq.store import keys
+from toolq.store.fair import FairQueue
+from toolq.store.jobstore import JobEnded, JobStore, QueueAtLimit
+from toolq.store.usage import read_usage
+from toolq.tenants import TenantPolicy
+
+MODEL = "m"
+
+
+def req(text: str = "hi", **kw) -> JobRequest:
+    return JobRequest(messages=[Message(role="user", content=text)], **kw)
+
+
+@pytest.fixture
+async def store(redis_url):
+    s = JobStore.from_url(redis_url, fair=True)
+    yield s
+    await s.close()
+
+
+async def submit_many(store: JobStore, tenant: str, n: int, policy: TenantPolicy | None = None, **kw) -> list[str]:
+    return [(await store.submit(req(**kw), model=MODEL, tenant=tenant, policy=policy))[0] for _ in range(n)]
+
+
+async def dispatch_one_at_a_time(fair: FairQueue, n: int) -> list[str]:
+    tenants = []
+    for _ in range(n):
+        got = await fair.dispatch(MODEL, 1)
+        if not got:
+            break
+        tenants.append(got[0].tenant)
+    return tenants
+
+
+async def test_a_submitted_job_waits_for_dispatch_and_then_is_on_arqs_queue(store):
+    job_id, _ = await store.submit(req(), model=MODEL, tenant="a")
+    assert await store.redis.zcard(keys.queue(MODEL)) == 0
+    assert await FairQueue(store.redis).waiting(MODEL) == {"a": 1}
+    [d] = await FairQueue(store.redis).dispatch(MODEL, 4)
+    assert (d.job_id, d.tenant, d.attempt, d.queued) == (job_id, "a", 1, True)
+    assert await store.redis.zscore(keys.queue(MODEL), f"{job_id}:1") is not None
+    assert await FairQueue(store.redis).waiting(MODEL) == {}
+    assert await FairQueue(store.redis).dispatch(MODEL, 4) == []
+
+
+async def test_a_flood_does_not_delay_another_tenants_job(store):
+    fair = FairQueue(store.redis)
+    await submit_many(store, "a", 50)
+    assert await dispatch_one_at_a_time(fair, 5) == ["a"] * 5
+    await submit_many(store, "b", 1)
+    # b enters level with the virtual time; a's pass is already past it
+    assert await dispatch_one_at_a_time(fair, 2) == ["b", "a"]
+
+
+async def test_weights_give_shares_whatever_the_backlog(store):
+    fair = FairQueue(store.redis)
+    await submit_many(store, "a", 330, TenantPolicy(weight=3))
+    await submit_many(store, "b", 120, TenantPolicy(weight=1))
+    counts = Counter(await dispatch_one_at_a_time(fair, 400))
+    assert abs(counts["a"] / 400 - 0.75) <= 0.05, counts
+    assert abs(counts["b"] / 400 - 0.25) <= 0.05, counts
+
+
+async def test_an_idle_tenant_is_not_credited_for_its_idle_time(store):
+    fair = FairQueue(store.redis)
+    await submit_many(store, "a", 200)
+    await submit_many(store, "b", 1)
+    assert Counter(await dispatch_one_at_a_time(fair, 101)) == {"a": 100, "b": 1}
+    # b was idle while a started 100: it comes back level, alternating, not 100 in a row
+    await submit_many(store, "b", 50)
+    assert Counter(await dispatch_one_at_a_time(fair, 20)) == {"a": 10, "b": 10}
+
+
+async def test_emptying_and_refilling_gains_nothing(store):
+    fair = FairQueue(store.redis)
+    await submit_many(store, "a", 100)
+    order = []
+    for _ in range(20):  # b submits one job at a time, each after its previous one started
+        await submit_many(store, "b", 1)
+        order += await dispatch_one_at_a_time(fair, 2)
+    assert Counter(order) == {"a": 20, "b": 20}
+
+
+async def test_priority_orders_a_tenants_own_jobs(store):
+    fair = FairQueue(store.redis)
+    low = await submit_many(store, "a", 2, priority=0)
+    high = await submit_many(store, "a", 2, priority=9)
+    mid = await submit_many(store, "a", 1, priority=5)
+    got = [d.job_id for d in await fair.dispatch(MODEL, 5)]
+    assert got == [*high, *mid, *low]
+
+
+async def test_priority_does_not_change_whose_turn_it_is(store):
+    fair = FairQueue(store.redis)
+    await submit_many(store, "a", 40, priority=9)
+    await submit_many(store, "b", 40, priority=0)
+    assert Counter(await dispatch_one_at_a_time(fair, 40)) == {"a": 20, "b": 20}
+
+
+async def test_a_running_cap_holds_and_frees_as_jobs_end(store):
+    fair = FairQueue(store.redis)
+    capped = TenantPolicy(max_running=2)
+    a_jobs = await submit_many(store, "a", 5, capped)
+    await submit_many(store, "b", 5)
+    got = Counter(d.tenant for d in await fair.dispatch(MODEL, 10))
+    assert got == {"a": 2, "b": 5}
+    assert await fair.running(["a", "b"]) == {"a": 2, "b": 5}
+    # one of a's ends: one more of a's may start
+    result = JobResult(job_id=a_jobs[0], status=JobStatus.succeeded, finish_reason="stop")
+    await store.emit(a_jobs[0], EventType.final, {}, result=result)
+    assert [d.job_id for d in await fair.dispatch(MODEL, 10)] == [a_jobs[2]]
+
+
+async def test_a_cancelled_waiting_job_never_starts(store):
+    fair = FairQueue(store.redis)
+    jobs = await submit_many(store, "a", 3)
+    assert await store.cancel(jobs[1]) == JobStatus.cancelled
+    # like a cancelled job on arq's queue, it counts until the dispatcher drops it
+    assert await fair.waiting(MODEL) == {"a": 3}
+    assert [d.job_id for d in await fair.dispatch(MODEL, 5)] == [jobs[0], jobs[2]]
+    assert await fair.waiting(MODEL) == {}
+
+
+async def test_the_queue_depth_limit_counts_waiting_jobs(store):
+    for _ in range(3):
+        await store.submit(req(), model=MODEL, tenant="a", max_queue_depth=3)
+    with pytest.raises(QueueAtLimit) as e:
+        await store.submit(req(), model=MODEL, tenant="b", max_queue_depth=3)
+    assert e.value.depth == 3
+    await FairQueue(store.redis).dispatch(MODEL, 1)  # on arq's queue now: still counted
+    with pytest.raises(QueueAtLimit):
+        await store.submit(req(), model=MODEL, tenant="b", max_queue_depth=3)
+
+
+async def test_an_idempotent_retry_gets_its_job_back_and_waits_once(store):
+    a, created = await store.submit(req(), model=MODEL, tenant="a", idempotency_key="k")
+    b, again = await store.submit(req(), model=MODEL, tenant="a", idempotency_key="k")
+    assert (a, created, again) == (b, True, False)
+    assert await FairQueue(store.redis).waiting(MODEL) == {"a": 1}
+
+
+async def test_usage_is_counted_once_per_job(store):
+    job_id, _ = await store.submit(req(), model=MODEL, tenant="a")
+    await FairQueue(store.redis).dispatch(MODEL, 1)
+    used = Usage(prompt_tokens=30, completion_tokens=12)
+    result = JobResult(job_id=job_id, status=JobStatus.succeeded, finish_reason="stop", usage=used)
+    await store.emit(job_id, EventType.final, {}, result=result, usage=used)
+    with pytest.raises(JobEnded):  # a second terminal event is refused, and so is its count
+        await store.emit(job_id, EventType.final, {}, result=result, usage=used)
+    u = await read_usage(store.redis, "a")
+    assert (u.minute_tokens, u.day_tokens, u.tokens, u.prompt_tokens, u.completion_tokens, u.jobs) == (
+        42,
+        42,
+        42,
+        30,
+        12,
+        1,
+    )
+    assert await FairQueue(store.redis).running(["a"]) == {"a": 0}
+
+
+async def test_fifo_when_fair_share_is_off(redis_url):
+    store = JobStore.from_url(redis_url)
+    try:
+        job_id, _ = await store.submit(req(), model=MODEL, tenant="a")
+        assert await store.redis.zscore(keys.queue(MODEL), f"{job_id}:1") is not None
+        assert await FairQueue(store.redis).waiting(MODEL) == {}
+    finally:
+        await store.close()

@@ -1,0 +1,79 @@
+"""A tool definition as the wire and the model see it: its name rule, its ``parameters`` checked as
+a JSON Schema, and the OpenAI function spec it is shown as. The protocol checks a caller's
+definitions with it, and the tool package builds its specs with it, so it imports nothing of the
+house.
+
+The schema is checked with jsonschema's Draft 2020-12 metaschema, not by hand. What a grammar
+cannot express (``minimum``, ``pattern``, ``format``, ...) is still enforced: the arguments the
+model wrote are validated against the whole schema after generation (``toolq/tools/schema_tool.py``).
+Only what could never be enforced here is refused: a ``$ref`` that points outside the schema,
+which would need a network fetch.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from toolq.limits import MAX_SCHEMA_BYTES
+
+__all__ = ["NAME_RE", "check_parameters", "check_tool_name", "function_spec"]
+
+# OpenAI's rule for function names; it also keeps names safe inside GBNF string literals.
+NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def function_spec(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAI function spec the model is shown; a fresh copy, so callers may mutate it."""
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": copy.deepcopy(parameters)},
+    }
+
+
+def check_tool_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ValueError(f"tool name {name!r} is invalid: use 1-64 letters, digits, '_' or '-'")
+    return name
+
+
+def check_parameters(name: str, schema: Any) -> dict[str, Any]:
+    """The schema, when it is a valid JSON Schema for an arguments object; ValueError naming the
+    tool and the problem otherwise."""
+    if not isinstance(schema, dict):
+        raise ValueError(f"tool {name!r}: parameters must be a JSON Schema object, not {type(schema).__name__}")
+    size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
+    if size > MAX_SCHEMA_BYTES:
+        raise ValueError(f"tool {name!r}: parameters is {size} bytes of JSON, above the limit of {MAX_SCHEMA_BYTES}")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as e:
+        where = "/".join(str(p) for p in e.absolute_path) or "(root)"
+        raise ValueError(f"tool {name!r}: parameters is not a valid JSON Schema at {where}: {e.message}") from None
+    kind = schema.get("type", "object")
+    if kind != "object":
+        raise ValueError(f'tool {name!r}: parameters must describe an object ("type": "object"), not {kind!r}')
+    for ref in _refs(schema):
+        if not ref.startswith("#"):
+            raise ValueError(
+                f"tool {name!r}: $ref {ref!r} points outside the schema; only local references (#/...) are supported"
+            )
+    return schema
+
+
+def _refs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "$ref" and isinstance(v, str):
+                yield v
+            else:
+                yield from _refs(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _refs(v)

@@ -1,0 +1,113 @@
+"""Fair share between tenants within a model's queue: which waiting job starts next.
+
+**The rule: stride scheduling on a virtual time.** Each tenant with jobs waiting has a *pass*.
+The next job to start belongs to the tenant with the smallest pass (that is under its running
+cap); starting it advances that tenant's pass by ``1 / weight`` and sets the model's *virtual
+time* to the pass it started at. Under saturation every active tenant therefore gets starts in
+proportion to its weight, whatever its backlog: 500 waiting jobs earn no more turns than one.
+
+A tenant that becomes active (its first job arrives while it has none waiting) enters at
+``max(virtual time, the pass it left with)``:
+
+- not credited for idle time: it does not start behind the virtual time, so a tenant that was
+  away for an hour cannot then take an hour's worth of starts in a burst (a deficit counter or
+  a plain "least served so far" rule would give it that);
+- not penalised: it starts level with the tenant served last, so its first job goes ahead of
+  the rest of any flood (the flooding tenant's pass is already past the virtual time);
+- a tenant that empties its set for a moment and refills it keeps the pass it earned, so
+  submitting one job at a time gains nothing over submitting them together.
+
+This is start-time fair queuing with every job costing one start: toolq's jobs vary in length,
+but a job's length is not known when it starts, and the running cap bounds how much of the fleet
+one tenant's long jobs can hold.
+
+**Priorities** (``JobRequest.priority``, 0-9) order a tenant's own waiting jobs: its next start
+is its highest-priority, oldest job. Priority never changes whose turn it is, so the shares
+hold whatever priorities tenants give, and a priority-9 job does not jump ahead of other
+tenants' turns. It also does not preempt: a job already on arq's queue or running in the engine
+(batched with others, one slot each) keeps its slot; the high-priority job takes its tenant's
+next turn.
+
+**How the choice feeds arq.** Submitting (toolq/store/lua/submit.lua) stores the arq job
+(``arq:job:<id>``, arq's own payload) but puts the job id in its tenant's waiting set instead of
+arq's queue, and wakes a worker. A worker, before each look at arq's queue, asks
+toolq/store/lua/dispatch.lua for as many jobs as it has free slots; the script chooses them by
+the rule above and adds them to arq's queue, all in one step, so any number of workers and
+gateways agree. arq then hands them out as before (leases, claims, resumes are unchanged): the
+queue holds only the few jobs chosen for free slots, and the backlog waits, fairly, here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from toolq.store import arq_link, keys
+from toolq.store.scripts import Script
+
+
+@dataclass(frozen=True)
+class Dispatched:
+    job_id: str
+    tenant: str
+    attempt: int
+    queued: bool  # False: its stored arq job had expired; the caller enqueues it with arq
+
+
+class FairQueue:
+    def __init__(self, redis: Any):
+        self.redis = redis
+        self._dispatch = Script(redis, "dispatch")
+
+    async def dispatch(self, model: str, want: int) -> list[Dispatched]:
+        """Choose up to ``want`` jobs of the model fairly and put them on its arq queue."""
+        if want <= 0:
+            return []
+        flat = await self._dispatch(
+            tenants=keys.fair_tenants(model),
+            passes=keys.fair_passes(model),
+            vtime=keys.fair_vtime(model),
+            queue=keys.queue(model),
+            weights=keys.TENANT_WEIGHTS,
+            caps=keys.TENANT_CAPS,
+            started=keys.TENANT_STARTED,
+            model=model,
+            fair_prefix=keys.FAIR_PREFIX,
+            running_prefix=keys.RUNNING_PREFIX,
+            job_prefix=keys.JOB_PREFIX,
+            want=want,
+            **arq_link.stored_job_args(),
+        )
+        chosen = [
+            Dispatched(flat[i].decode(), flat[i + 1].decode(), int(flat[i + 2]), int(flat[i + 3]) == 1)
+            for i in range(0, len(flat), 4)
+        ]
+        for d in chosen:
+            if not d.queued:  # waited past the stored arq job's lifetime: enqueue it afresh
+                await arq_link.enqueue_attempt(self.redis, d.job_id, model, d.attempt)
+        return chosen
+
+    async def waiting(self, model: str) -> dict[str, int]:
+        """Jobs waiting for a fair turn, per tenant."""
+        tenants = [t.decode() for t in await self.redis.zrange(keys.fair_tenants(model), 0, -1)]
+        if not tenants:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for t in tenants:
+                pipe.zcard(keys.fair_waiting(model, t))
+            counts = await pipe.execute()
+        return {t: int(n) for t, n in zip(tenants, counts, strict=True) if n}
+
+    async def started(self) -> dict[str, int]:
+        """Jobs dispatched so far, per tenant (every model)."""
+        return {k.decode(): int(v) for k, v in (await self.redis.hgetall(keys.TENANT_STARTED)).items()}
+
+    async def running(self, tenants: list[str]) -> dict[str, int]:
+        """Jobs handed to the queue and not yet ended or paused, per tenant."""
+        if not tenants:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for t in tenants:
+                pipe.zcard(keys.tenant_running(t))
+            counts = await pipe.execute()
+        return {t: int(n) for t, n in zip(tenants, counts, strict=True)}

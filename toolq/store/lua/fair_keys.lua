@@ -1,0 +1,11 @@
+-- Shared (`-- include: fair_keys.lua`): the per-tenant key names that scripts build from a
+-- tenant they read, spelled as toolq/store/keys.py spells them (fair_waiting, tenant_running).
+-- emit.lua spells the usage counters as keys.usage_window / usage_total. The store tests read
+-- what the scripts wrote through keys.py (tests/integration/test_fairness_store.py: the running
+-- cap, a cancel while waiting, usage counted once), so a spelling that drifts fails there.
+local function fair_waiting_key(fair_prefix, model, tenant)
+  return fair_prefix .. model .. ':waiting:' .. tenant
+end
+local function tenant_running_key(running_prefix, tenant)
+  return running_prefix .. tenant
+end

@@ -1,0 +1,98 @@
+-- A new run on a thread, with the caller's double-texting policy decided in the same step, so
+-- any number of runs posted at once see one order (toolq/store/threads.py: ThreadStore.run).
+--
+-- The run is always a job of its own: its record (with the request's JSON around its messages,
+-- to be joined with the thread's messages when it starts) and its `queued` event. Then, when no
+-- run is active it starts now (thread_turns.lua: thread_start). When one is:
+--   reject    nothing is written; the active run's id is returned
+--   enqueue   it waits behind every run already waiting
+--   interrupt the active run is asked to stop (its cancel key) and keeps its partial history;
+--             the new run waits ahead of every enqueued run (behind earlier interrupters)
+--   rollback  the same, but the active run's history is dropped and it leaves the runs list
+--
+-- include: now.lua
+-- include: arq_enqueue.lua
+-- include: thread_turns.lua
+--
+-- KEYS[1] thread          the thread's hash
+-- KEYS[2] waiting         the thread's waiting runs (sorted set)
+-- KEYS[3] runs            the thread's run ids (list)
+-- KEYS[4] job             the new run's job record (hash)
+-- KEYS[5] log             the new run's event stream
+-- KEYS[6] job_channel     pub/sub channel of the new run's events
+-- KEYS[7] all_channel     pub/sub channel of every job's events
+-- ARGV[1] thread_id       the thread's id
+-- ARGV[2] tenant          the caller's tenant: another tenant's thread is not found
+-- ARGV[3] job_id          the new run's job id
+-- ARGV[4] strategy        reject | enqueue | interrupt | rollback
+-- ARGV[5] keep            'partial' keeps this run's history even if it fails or is cancelled; ''
+-- ARGV[6] model           the run's model
+-- ARGV[7] created_ms      the submit time
+-- ARGV[8] head            the queued event's JSON up to its seq
+-- ARGV[9] tail            the queued event's JSON after its seq
+-- ARGV[10] maxlen         the stream's approximate cap
+-- ARGV[11] req_head       the request's JSON up to its messages' first element
+-- ARGV[12] req_input      the run's input messages' JSON, comma-joined
+-- ARGV[13] req_tail       the request's JSON after its messages' last element
+-- ARGV[14] job_prefix     toolq.store.keys.JOB_PREFIX
+-- ARGV[15] cancel_prefix  toolq.store.keys.CANCEL_PREFIX
+-- ARGV[16] cancel_ttl_s   how long a cancel key lives
+-- ARGV[17] arq_job        the arq job key
+-- ARGV[18] arq_result     the arq result key
+-- ARGV[19] queue          the model's queue (arq's sorted set)
+-- ARGV[20] arq_id         the arq job's id
+-- ARGV[21] payload        the arq job's payload, in hex
+-- ARGV[22] expires_ms     the arq job key's lifetime
+-- ARGV[23] wake           the model's wake list
+-- ARGV[24] wake_backlog   how many wake tokens the wake list keeps
+-- ARGV[25] lead           how many messages req_head holds (instructions, kept out of the thread)
+--
+-- Returns {1, ''} started, {2, active} waiting behind the active run, {3, active} waiting while
+-- the active run is being stopped, {-1, active} rejected, {-3, ''} no such thread.
+
+if redis.call('HGET', thread, 'tenant') ~= tenant then return {-3, ''} end
+local active = redis.call('HGET', thread, 'active') or ''
+if active ~= '' then
+  local akey = job_prefix .. '{' .. active .. '}'
+  if redis.call('EXISTS', akey) == 0 or redis.call('HGET', akey, 'terminal') == '1' then
+    -- its record expired without its end reaching the thread: let the line move on
+    thread_next(thread, job_prefix)
+    active = redis.call('HGET', thread, 'active') or ''
+  end
+end
+if active ~= '' and strategy == 'reject' then return {-1, active} end
+
+local turn = redis.call('HINCRBY', thread, 'arrivals', 1)
+redis.call('HSET', job, 'request', req_head .. req_input .. req_tail, 'model', model, 'tenant', tenant,
+           'status', 'queued', 'attempt', 1, 'seq', 1, 'created_ms', created_ms,
+           'thread', thread_id, 'thread_keep', keep, 'thread_strategy', strategy,
+           'th_head', req_head, 'th_lead', lead, 'th_input', req_input, 'th_tail', req_tail,
+           'th_arq_job', arq_job, 'th_arq_result', arq_result, 'th_queue', queue, 'th_arq_id', arq_id,
+           'th_payload', payload, 'th_expires_ms', expires_ms, 'th_wake', wake, 'th_wake_backlog', wake_backlog)
+local ev = head .. '1' .. tail
+redis.call('XADD', log, 'MAXLEN', '~', maxlen, '1-0', 'e', ev)
+redis.call('PUBLISH', job_channel, ev)
+redis.call('PUBLISH', all_channel, ev)
+redis.call('RPUSH', runs, job_id)
+
+local code = 1
+if active == '' then
+  thread_start(thread, job, job_id)
+elseif strategy == 'enqueue' then
+  redis.call('ZADD', waiting, turn, job_id)
+  code = 2
+else
+  local akey = job_prefix .. '{' .. active .. '}'
+  if strategy == 'rollback' then
+    redis.call('HSET', akey, 'thread_keep', 'none')
+    redis.call('LREM', runs, 0, active)
+  elseif redis.call('HGET', akey, 'thread_keep') ~= 'none' then
+    redis.call('HSET', akey, 'thread_keep', 'partial')
+  end
+  redis.call('SET', cancel_prefix .. '{' .. active .. '}', 1, 'EX', cancel_ttl_s)
+  -- ahead of every enqueued run, behind the interrupters that came first
+  redis.call('ZADD', waiting, turn - 1e15, job_id)
+  code = 3
+end
+thread_touch(thread)
+return {code, active}

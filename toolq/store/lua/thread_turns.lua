@@ -1,0 +1,51 @@
+-- Shared by the thread scripts (`-- include: thread_turns.lua`, after arq_enqueue.lua and
+-- now.lua): whose turn it is on a thread. toolq/store/threads.py explains the model: a thread has
+-- at most one active run (its hash's `active`); others wait in `<thread>:waiting`, scored by turn.
+-- A thread's keys are its hash key plus a suffix (toolq/store/keys.py: thread_*).
+
+-- Keep every key of the thread alive for its TTL from now (none when the thread has no TTL).
+-- While a run is active the thread does not expire at all: the runs waiting behind it live only
+-- in the thread's keys, and would otherwise be lost with them; its end sets the TTL again.
+local function thread_touch(tkey)
+  local ttl = redis.call('HGET', tkey, 'ttl_s')
+  if ttl and ttl ~= '' then
+    local busy = (redis.call('HGET', tkey, 'active') or '') ~= ''
+    for _, k in ipairs({tkey, tkey .. ':messages', tkey .. ':ids', tkey .. ':waiting', tkey .. ':runs'}) do
+      if busy then redis.call('PERSIST', k) else redis.call('EXPIRE', k, ttl) end
+    end
+  end
+end
+
+-- Start a run: its request becomes the thread's messages as they are now followed by its input
+-- (the record holds the request's JSON around its messages: th_head, th_input, th_tail), it
+-- becomes the active run, and it is queued (arq job, wake token) as POST /v1/jobs would.
+local function thread_start(tkey, jkey, run_id)
+  local r = redis.call('HMGET', jkey, 'th_head', 'th_input', 'th_tail', 'th_arq_job', 'th_arq_result',
+                       'th_queue', 'th_arq_id', 'th_payload', 'th_expires_ms', 'th_wake', 'th_wake_backlog',
+                       'th_lead')
+  local history = redis.call('LRANGE', tkey .. ':messages', 0, -1)
+  local body = table.concat(history, ',')
+  if #history > 0 and r[2] ~= '' then body = body .. ',' end
+  redis.call('HSET', jkey, 'request', r[1] .. body .. r[2] .. r[3], 'thread_from', #history + tonumber(r[12]))
+  redis.call('HSET', tkey, 'active', run_id)
+  -- th_payload is hex: a job record holds text only (JobStore decodes every field as UTF-8)
+  local payload = string.gsub(r[8], '..', function(h) return string.char(tonumber(h, 16)) end)
+  arq_enqueue(r[4], r[5], r[6], r[7], payload, r[9], redis_now_ms())
+  redis.call('LPUSH', r[10], run_id)
+  redis.call('LTRIM', r[10], 0, tonumber(r[11]) - 1)
+end
+
+-- The active run has ended: start the next waiting one that has not ended meanwhile, if any.
+local function thread_next(tkey, job_prefix)
+  redis.call('HSET', tkey, 'active', '')
+  while true do
+    local nxt = redis.call('ZRANGE', tkey .. ':waiting', 0, 0)[1]
+    if not nxt then return end
+    redis.call('ZREM', tkey .. ':waiting', nxt)
+    local jkey = job_prefix .. '{' .. nxt .. '}'
+    if redis.call('EXISTS', jkey) == 1 and redis.call('HGET', jkey, 'terminal') ~= '1' then
+      thread_start(tkey, jkey, nxt)
+      return
+    end
+  end
+end

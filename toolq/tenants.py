@@ -1,0 +1,47 @@
+"""Per-tenant policy: fair-share weight, running cap and token budgets, from configuration.
+
+``TOOLQ_TENANTS`` (read by the gateway's and the worker's settings) is a JSON object from tenant
+to policy; the tenant ``"*"`` is the default for every tenant not named, e.g.::
+
+    {"*": {"weight": 1}, "acme": {"weight": 3, "max_running": 8, "tokens_per_minute": 200000,
+     "tokens_per_day": 20000000, "job_tokens": 50000}}
+
+Where each part is enforced: the weight and the running cap by the fair choice of the next job
+(toolq/store/lua/dispatch.lua, fed by each submit); the per-minute and per-day budgets at
+submission (a 429 naming the budget); the per-job cap by the worker, between rounds (the job ends
+with ``error`` / ``budget_exceeded``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_TENANT = "*"
+
+
+class TenantPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    weight: float = Field(default=1.0, gt=0, le=1000)  # share of starts under saturation
+    max_running: int | None = Field(default=None, ge=1)  # most jobs running at once, all models
+    tokens_per_minute: int | None = Field(default=None, ge=1)  # prompt + completion, per clock minute
+    tokens_per_day: int | None = Field(default=None, ge=1)  # per UTC day
+    job_tokens: int | None = Field(default=None, ge=1)  # one job, all its rounds
+
+
+def parse_tenants(value: Any) -> dict[str, TenantPolicy]:
+    """The ``tenants`` setting: a JSON text or a mapping (pydantic validates each policy)."""
+    if isinstance(value, str):
+        text = value.strip()
+        value = json.loads(text) if text else {}
+    if not isinstance(value, dict):
+        raise ValueError('TOOLQ_TENANTS is a JSON object: {"tenant": {"weight": 2, ...}, "*": {...}}')
+    return {str(k): v if isinstance(v, TenantPolicy) else TenantPolicy.model_validate(v) for k, v in value.items()}
+
+
+def policy_of(tenants: dict[str, TenantPolicy], tenant: str) -> TenantPolicy:
+    """The tenant's own policy, else the default ``"*"``, else no limits and weight 1."""
+    return tenants.get(tenant) or tenants.get(DEFAULT_TENANT) or TenantPolicy()

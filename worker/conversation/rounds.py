@@ -1,0 +1,97 @@
+"""One job's rounds of generation: render the conversation, generate under a constraint, count
+what it cost, and hold the answer to ``response_format``."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import structlog
+
+from toolq.protocol import JobRequest, Usage
+from worker.answer_format import AnswerFormatError, answer_grammar, answer_problem
+from worker.conversation.grammars import Constraint
+from worker.conversation.sink import EventSink
+from worker.conversation.state import Aborted, LoopState
+from worker.conversation.stops import repeat_check
+from worker.formats.base import ToolCallFormat, ToolDefinition
+from worker.generation import Engine, GenerationRequest, GenerationResult
+from worker.templates import ChatTemplate
+
+log = structlog.get_logger("toolq.loop")
+
+
+@dataclass
+class Rounds:
+    engine: Engine
+    template: ChatTemplate
+    fmt: ToolCallFormat
+    prompt_variant: str | None
+    request: JobRequest
+    state: LoopState
+    stop_event: threading.Event
+    sink: EventSink
+
+    async def generate(self, tools: list[ToolDefinition], constraint: Constraint) -> GenerationResult:
+        """One round: the conversation so far with these tools offered; raises Aborted when the
+        job's stop flag ended it."""
+        request, state = self.request, self.state
+        grammar, trigger = constraint
+        prompt = self.template.render(
+            state.messages, tools=tools, fmt=self.fmt, add_generation_prompt=True, prompt_variant=self.prompt_variant
+        )
+        state.iterations += 1
+        structlog.contextvars.bind_contextvars(iteration=state.iterations)
+        gen = await self.engine.generate(
+            GenerationRequest(
+                segments=prompt.segments,
+                max_tokens=request.max_tokens,
+                temperature=request.temperature,
+                seed=request.seed,
+                stop=[*self.fmt.stop, *request.stop],
+                grammar=grammar,
+                grammar_trigger=trigger,
+                stop_event=self.stop_event,
+                on_text=self.sink.push_text if request.stream_tokens else None,
+                stop_check=repeat_check(self.fmt, {t["function"]["name"] for t in tools}) if tools else None,
+            )
+        )
+        state.usage.add(
+            Usage(
+                prompt_tokens=gen.prompt_tokens,
+                completion_tokens=gen.completion_tokens,
+                cached_prompt_tokens=gen.cached_tokens,
+            )
+        )
+        state.generate_ms += gen.prompt_ms + gen.decode_ms
+        log.info(
+            "generated",
+            stop_reason=gen.stop_reason,
+            prompt_tokens=gen.prompt_tokens,
+            cached_tokens=gen.cached_tokens,
+            completion_tokens=gen.completion_tokens,
+            decode_tps=round(gen.decode_tps, 1),
+            grammar=grammar is not None,
+        )
+        if gen.stop_reason == "aborted":
+            raise Aborted()
+        return gen
+
+    async def in_answer_format(
+        self, gen: GenerationResult, content: str, offered: list[ToolDefinition]
+    ) -> tuple[str, GenerationResult]:
+        """The answer, checked against ``response_format``. An answer written freely while tools
+        were offered (no grammar could hold both) is written once more under the answer grammar;
+        an answer max_tokens cut is returned as it is, with finish_reason ``length``."""
+        fmt = self.request.response_format
+        if fmt is None or gen.stop_reason == "length" or answer_problem(fmt, content) is None:
+            return content, gen
+        if offered:
+            gen = await self.generate([], (answer_grammar(fmt), None))
+            content = gen.text.strip()
+            if gen.stop_reason == "length":
+                return content, gen
+        problem = answer_problem(fmt, content)
+        if problem is not None:
+            raise AnswerFormatError(problem)
+        return content, gen

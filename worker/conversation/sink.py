@@ -1,0 +1,35 @@
+"""Where the loop publishes what it does: the worker's ``EventLog`` (``worker/events.py``), or a
+list in a unit test."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from toolq.protocol import ToolCall, Where
+
+
+class EventSink(Protocol):
+    async def tool_call(
+        self,
+        call: ToolCall,
+        iteration: int,
+        *,
+        checkpoint: dict[str, Any] | None = None,
+        where: Where = "worker",
+        awaiting: str | None = None,
+    ) -> Any: ...
+
+    async def tool_result(
+        self,
+        call: ToolCall,
+        *,
+        ok: bool,
+        content: str,
+        error: str | None,
+        duration_ms: float,
+        executed: bool,
+        checkpoint: dict[str, Any],
+        where: Where = "worker",
+    ) -> Any: ...
+
+    def push_text(self, text: str) -> None: ...
