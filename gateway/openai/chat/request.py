@@ -1,10 +1,10 @@
 """The Chat Completions request, as OpenAI documents it, and its translation into a toolq job.
 
-Every field toolq honours is declared here; any other field is refused with a 400 that names it
-(``extra="forbid"``), so nothing a caller asks for is silently dropped. The exceptions are the
-fields OpenAI itself documents as hints to its own service (``OpenAIHints``), and fields sent with the
-value that means "off" (``n: 1``, ``logprobs: false``, ``top_p: 1``...): frameworks send those by
-default, and they change nothing.
+Every field toolq honours is declared here. What happens to each of OpenAI's other documented
+fields (a hint dropped, a value that asks for nothing accepted, anything else a 400 naming it) is
+in the table of gateway/openai/fields.py, applied before validation; an undocumented field is
+refused with a 400 that names it (``extra="forbid"``), so nothing a caller asks for is silently
+dropped.
 
 toolq's own extension rides in one namespaced field, ``toolq`` (with the openai SDK:
 ``extra_body={"toolq": {...}}``): ``server_tools`` names tools the fleet serves (registry, tool
@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gateway.openai import fields
 from gateway.openai.errors import OpenAIError, describe_validation
 from toolq.limits import MAX_STOP
 from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, NamedToolChoice, Webhook
@@ -25,18 +26,6 @@ from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, NamedToolChoi
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class OpenAIHints(BaseModel):
-    """Fields OpenAI documents as hints about its own service (caching, abuse detection, storage,
-    service tier), in both of its request bodies: accepted and ignored, since no answer toolq
-    gives depends on them."""
-
-    store: bool | None = None
-    service_tier: str | None = None
-    prompt_cache_key: str | None = None
-    prompt_cache_retention: str | None = None
-    safety_identifier: str | None = None
 
 
 def text_of(content: Any, where: str = "content") -> str | None:
@@ -63,6 +52,7 @@ class ChatFunctionCall(_Strict):
 
 
 class ChatToolCall(_Strict):
+    index: int | None = None  # a streamed delta's position, which the SDK's stream helper keeps on the call
     id: str
     type: Literal["function"] = "function"
     function: ChatFunctionCall
@@ -113,14 +103,7 @@ class ToolqOptions(_Strict):
     webhook: Webhook | None = Field(default=None, description="signed callbacks of the job's end (README: Webhooks)")
 
 
-def only(value: Any, allowed: Any, what: str) -> Any:
-    """``value`` when it is absent or the one value toolq supports, else a refusal naming ``what``."""
-    if value is not None and value != allowed:
-        raise ValueError(f"{what} is not supported by toolq; only {allowed!r} (or leaving it out) is")
-    return value
-
-
-class ChatCompletionRequest(_Strict, OpenAIHints):
+class ChatCompletionRequest(_Strict):
     model: str = Field(min_length=1, max_length=256)
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[ChatTool] | None = None
@@ -136,39 +119,12 @@ class ChatCompletionRequest(_Strict, OpenAIHints):
     stream_options: StreamOptions | None = None
     user: str | None = Field(default=None, max_length=256)
     metadata: dict[str, str] | None = None
-    # "off" values only
-    n: int | None = None
-    logprobs: bool | None = None
-    top_p: float | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    modalities: list[str] | None = None
     toolq: ToolqOptions | None = None
 
-    @field_validator("n")
+    @model_validator(mode="before")
     @classmethod
-    def _n(cls, v: Any) -> Any:
-        return only(v, 1, "n (several choices)")
-
-    @field_validator("logprobs")
-    @classmethod
-    def _logprobs(cls, v: Any) -> Any:
-        return only(v, False, "logprobs")
-
-    @field_validator("top_p")
-    @classmethod
-    def _top_p(cls, v: Any) -> Any:
-        return only(v, 1, "top_p")
-
-    @field_validator("frequency_penalty", "presence_penalty")
-    @classmethod
-    def _penalties(cls, v: Any) -> Any:
-        return only(v, 0, "frequency_penalty and presence_penalty")
-
-    @field_validator("modalities")
-    @classmethod
-    def _modalities(cls, v: Any) -> Any:
-        return only(v, ["text"], "modalities")
+    def _screen(cls, body: Any) -> Any:
+        return fields.screen(fields.CHAT, body)
 
     @field_validator("stop")
     @classmethod
@@ -186,7 +142,7 @@ def to_message(m: ChatMessage) -> dict[str, Any]:
     by toolq's FunctionCall)."""
     out: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role, "content": m.content}
     if m.tool_calls:
-        out["tool_calls"] = [c.model_dump() for c in m.tool_calls]
+        out["tool_calls"] = [c.model_dump(exclude={"index"}) for c in m.tool_calls]
     if m.tool_call_id is not None:
         out["tool_call_id"] = m.tool_call_id
     if m.name is not None and m.role == "tool":

@@ -4,17 +4,19 @@ Supported: ``model``, ``input`` (a string, or items: messages, ``function_call``
 ``function_call_output``), ``instructions``, ``tools`` (function tools, Responses' flat shape),
 ``tool_choice``, ``parallel_tool_calls``, ``max_output_tokens``, ``temperature``,
 ``previous_response_id``, ``background``, ``stream``, ``text.format`` (json_object, json_schema),
-``metadata``, ``user``, and the ``toolq`` extension of gateway/openai/chat/request.py. Hints are
-accepted and ignored as there; any other field is a 400 naming it.
+``metadata``, ``user``, and the ``toolq`` extension of gateway/openai/chat/request.py. OpenAI's
+other fields are screened by the table of gateway/openai/fields.py, as in chat completions; any
+other field is a 400 naming it.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gateway.openai.chat.request import OpenAIHints, ToolqOptions, job_request, only, text_of
+from gateway.openai import fields
+from gateway.openai.chat.request import ToolqOptions, job_request, text_of
 from gateway.openai.errors import OpenAIError
 from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, Message, ToolCall
 
@@ -63,7 +65,7 @@ class ConversationRef(_Strict):
     id: str = Field(min_length=1, max_length=128)
 
 
-class ResponsesRequest(_Strict, OpenAIHints):
+class ResponsesRequest(_Strict):
     model: str = Field(min_length=1, max_length=256)
     input: str | list[dict[str, Any]]
     instructions: str | None = None
@@ -80,8 +82,6 @@ class ResponsesRequest(_Strict, OpenAIHints):
     text: TextConfig | None = None
     metadata: dict[str, str] | None = None
     user: str | None = Field(default=None, max_length=256)
-    top_p: float | None = None
-    truncation: Literal["disabled"] | None = None
     toolq: ToolqOptions | None = None
 
     @model_validator(mode="after")
@@ -90,10 +90,10 @@ class ResponsesRequest(_Strict, OpenAIHints):
             raise ValueError("conversation and previous_response_id cannot be used together")
         return self
 
-    @field_validator("top_p")
+    @model_validator(mode="before")
     @classmethod
-    def _top_p(cls, v: Any) -> Any:
-        return only(v, 1, "top_p")
+    def _screen(cls, body: Any) -> Any:
+        return fields.screen(fields.RESPONSES, body)
 
 
 def input_messages(items: str | list[dict[str, Any]]) -> list[Message]:
