@@ -8,9 +8,7 @@ import json
 import httpx
 import pytest
 
-from gateway.settings import GatewaySettings
-from tests.integration.gateway_support import LiveGateway
-from tests.support.workers import WorkerProcess
+from tests.integration.gateway_support import served
 from toolq.protocol import Event, EventType
 from worker.formats import get_format
 from worker.settings import bundled_model_path
@@ -21,11 +19,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, 
 
 @pytest.fixture
 def stack(redis_url):
-    worker = WorkerProcess(redis_url, tools=("worker.demo_tools",)).wait_ready(120)
-    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, registry_cache_s=0)).start()
-    yield gateway
-    gateway.stop()
-    worker.stop()
+    with served(redis_url, tools=("worker.demo_tools",)) as gateway:
+        yield gateway
 
 
 async def test_http_submit_sse_and_result_with_the_real_model(stack):

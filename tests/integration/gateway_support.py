@@ -80,6 +80,23 @@ def private_redis() -> Iterator[str]:
         server.stop()
 
 
+@contextlib.contextmanager
+def served(
+    redis_url: str, settings: GatewaySettings | None = None, ready_s: float = 120, **worker: Any
+) -> Iterator[LiveGateway]:
+    """A real worker process (``worker``: WorkerProcess's options) and a live gateway on one
+    Redis, both stopped afterwards."""
+    from tests.support.workers import WorkerProcess
+
+    proc = WorkerProcess(redis_url, **worker).wait_ready(ready_s)
+    gw = LiveGateway(settings or GatewaySettings(redis_url=redis_url, registry_cache_s=0)).start()
+    try:
+        yield gw
+    finally:
+        gw.stop()
+        proc.stop()
+
+
 @contextlib.asynccontextmanager
 async def asgi_client(
     settings: GatewaySettings, webhooks: WebhookSettings | None = None, **headers: str

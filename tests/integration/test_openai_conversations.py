@@ -8,8 +8,8 @@ import openai
 import pytest
 
 from gateway.settings import GatewaySettings
-from tests.integration.gateway_support import LiveGateway, private_redis
-from tests.support.workers import WorkerProcess, write_rules
+from tests.integration.gateway_support import private_redis, served
+from tests.support.workers import write_rules
 
 KEYS = {"oa-key": "acme", "other-key": "globex"}
 END = r"\s*<\|im_end\|>\s*<\|im_start\|>assistant\s*\Z"
@@ -24,13 +24,9 @@ RULES = [
 @pytest.fixture(scope="module")
 def gateway():
     with private_redis() as url:
-        worker = WorkerProcess(url, script=write_rules(RULES)).wait_ready()
-        gw = LiveGateway(GatewaySettings(redis_url=url, api_keys=KEYS, registry_cache_s=0)).start()
-        try:
+        settings = GatewaySettings(redis_url=url, api_keys=KEYS, registry_cache_s=0)
+        with served(url, settings, script=write_rules(RULES)) as gw:
             yield gw
-        finally:
-            gw.stop()
-            worker.stop()
 
 
 @pytest.fixture

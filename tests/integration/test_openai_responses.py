@@ -11,8 +11,8 @@ import openai
 import pytest
 
 from gateway.settings import GatewaySettings
-from tests.integration.gateway_support import CALL_ZORBIX, LiveGateway, private_redis
-from tests.support.workers import WorkerProcess, write_rules
+from tests.integration.gateway_support import CALL_ZORBIX, private_redis, served
+from tests.support.workers import write_rules
 from tests.support.zorbix import ZORBIX_RESPONSES as ZORBIX
 
 KEYS = {"oa-key": "acme", "other-key": "globex"}
@@ -27,13 +27,9 @@ RULES = [
 @pytest.fixture(scope="module")
 def gateway():
     with private_redis() as url:
-        worker = WorkerProcess(url, script=write_rules(RULES, token_delay_s=0.002)).wait_ready()
-        gw = LiveGateway(GatewaySettings(redis_url=url, api_keys=KEYS, registry_cache_s=0)).start()
-        try:
+        settings = GatewaySettings(redis_url=url, api_keys=KEYS, registry_cache_s=0)
+        with served(url, settings, script=write_rules(RULES, token_delay_s=0.002)) as gw:
             yield gw
-        finally:
-            gw.stop()
-            worker.stop()
 
 
 @pytest.fixture
