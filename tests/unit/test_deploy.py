@@ -136,10 +136,10 @@ def test_compose_runs_one_worker_per_gpu():
     assert len(seen_devices) == len(set(seen_devices)), "two workers reserve the same GPU"
 
 
-def test_compose_default_stack_is_redis_the_gateway_and_a_cpu_worker_on_the_bundled_model():
+def test_compose_default_stack_is_redis_the_gateway_a_cpu_worker_on_the_bundled_model_and_the_webhook_sender():
     services = compose()["services"]
     default = {name for name, svc in services.items() if not svc.get("profiles")}
-    assert default == {"redis", "gateway", "worker-cpu"}
+    assert default == {"redis", "gateway", "worker-cpu", "webhooks"}
     cpu = services["worker-cpu"]
     assert "deploy" not in cpu  # reserves no device
     args = toolq_args(cpu["command"])

@@ -80,7 +80,7 @@ class JobRecord:
     result_json: str = ""
     checkpoint_json: str = ""
     actions_json: str = ""
-    priority: int = 0
+    priority: int | None = None  # submit.lua writes it (0 to 9); a thread run's record has none
     job_tokens: int | None = None
     webhook_json: str = ""
     thread: str = ""
@@ -106,7 +106,7 @@ class JobRecord:
             result_json=d.get("result", ""),
             checkpoint_json=d.get("checkpoint", ""),
             actions_json=d.get("actions", ""),
-            priority=int(d.get("priority") or 0),
+            priority=int(d["priority"]) if d.get("priority") else None,
             job_tokens=int(d["job_tokens"]) if d.get("job_tokens") else None,
             webhook_json=d.get("webhook", ""),
             thread=d.get("thread", ""),
@@ -131,7 +131,7 @@ class JobRecord:
             "terminal": "1" if self.terminal else "",
             "result": self.result_json,
             "finished_ms": "" if self.finished_ms is None else str(self.finished_ms),
-            "priority": str(self.priority) if self.priority else "",
+            "priority": "" if self.priority is None else str(self.priority),
             "job_tokens": "" if self.job_tokens is None else str(self.job_tokens),
             "webhook": self.webhook_json,
             "thread": self.thread,
