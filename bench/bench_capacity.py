@@ -1,0 +1,542 @@
+"""What one Redis carries through toolq: jobs per second, Redis commands and Redis CPU per job,
+and where the limit is, against arq's own empty jobs through the same Redis in the same run.
+
+    .venv/bin/python bench/bench_capacity.py [--jobs 2000] [--workers 2] [--gateways 2]
+        [--slots 16] [--concurrency 64] [--arq-jobs 4000] [--sample 200]
+
+One redis-server of its own on a free port, nothing persisted. Everything real except the model:
+
+1. Anchor: arq alone. ``--workers`` arq worker processes (msgpack serializer, ``max_jobs`` =
+   ``--slots``, a 10 ms poll, arq's other defaults: results kept) run a function that does
+   nothing; ``--arq-jobs`` jobs are enqueued with ``ArqRedis.enqueue_job`` by ``--concurrency``
+   tasks, and the figure runs from the first enqueue to the queue's last job finished.
+2. toolq: ``--gateways`` ``toolq gateway`` processes and ``--workers`` ``toolq worker --engine
+   scripted`` processes (``--slots`` jobs each, one instant token per job, the default lease and
+   heartbeat), and ``--jobs`` jobs posted to /v1/jobs round robin by ``--concurrency`` tasks;
+   the figure runs from the first POST to the last terminal event, read on ``toolq:events``.
+3. Where the commands go: ``--sample`` more toolq jobs under MONITOR (its cost is kept out of
+   the figures of 2): every command a client sent, and every script call by script name with the
+   commands it ran inside.
+
+Redis's figures come from ``INFO commandstats`` and ``INFO cpu`` (``used_cpu_sys`` +
+``used_cpu_user``) taken before and after each phase, so idle polling and heartbeats are in
+them, shared out over the jobs. Each process's CPU comes from /proc. On a small machine the
+processes around Redis take the cores first; the Redis CPU per job says what one Redis core
+would carry once they are on machines of their own: ``1 / (Redis CPU per job)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import redis as redis_sync
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.bench_gateway import GatewayProcess, cpu_s  # noqa: E402  (one gateway process and /proc CPU for both benchmarks)
+from tests.support.redis_server import RedisServer  # noqa: E402
+from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
+from toolq.store import keys  # noqa: E402
+from toolq.store.scripts import load  # noqa: E402
+
+JOB = {"messages": [{"role": "user", "content": "hi"}]}
+ARQ_QUEUE = "bench:arq"
+MODEL = "instant"
+LUA = REPO / "toolq" / "store" / "lua"
+
+
+# ---------------------------------------------------------------------- Redis's own figures
+
+
+@dataclass
+class RedisSnapshot:
+    cpu_s: float
+    calls: Counter[str]
+    usec: Counter[str]
+
+    @classmethod
+    def take(cls, r: redis_sync.Redis) -> RedisSnapshot:
+        cpu = r.info("cpu")
+        calls: Counter[str] = Counter()
+        usec: Counter[str] = Counter()
+        for name, stat in r.info("commandstats").items():
+            cmd = name.removeprefix("cmdstat_")
+            calls[cmd] = int(stat["calls"])
+            usec[cmd] = int(stat["usec"])
+        return cls(float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]), calls, usec)
+
+
+@dataclass
+class Phase:
+    """One measured phase: its jobs, its wall time, Redis's deltas and each process's CPU."""
+
+    name: str
+    jobs: int
+    wall_s: float
+    redis_cpu_s: float
+    calls: Counter[str]
+    usec: Counter[str]
+    process_cpu_s: dict[str, float] = field(default_factory=dict)
+    idle_cpu_per_s: float = 0.0  # Redis CPU per second with the same processes idle
+    idle_calls_per_s: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.jobs / self.wall_s
+
+    @property
+    def redis_ms_per_job(self) -> float:
+        return self.redis_cpu_s * 1000 / self.jobs
+
+    @property
+    def commands_per_job(self) -> float:
+        return sum(self.calls.values()) / self.jobs
+
+    @property
+    def marginal_ms_per_job(self) -> float:
+        """Redis CPU per job less what the same processes cost it idle over the same time: what
+        each further job adds, the figure that sets a core's capacity once idle costs are shared
+        out over thousands of jobs a second."""
+        return (self.redis_cpu_s - self.idle_cpu_per_s * self.wall_s) * 1000 / self.jobs
+
+    @property
+    def marginal_commands_per_job(self) -> float:
+        return (sum(self.calls.values()) - self.idle_calls_per_s * self.wall_s) / self.jobs
+
+
+class Meter:
+    """Redis and process CPU around one phase."""
+
+    def __init__(self, r: redis_sync.Redis, pids: dict[str, int]):
+        self.r, self.pids = r, pids
+
+    def __enter__(self) -> Meter:
+        self.before = RedisSnapshot.take(self.r)
+        self.proc_before = {n: cpu_s(p) for n, p in self.pids.items()}
+        self.client_before = time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.after = RedisSnapshot.take(self.r)
+        self.proc = {n: cpu_s(p) - self.proc_before[n] for n, p in self.pids.items()}
+        self.proc["client"] = time.process_time() - self.client_before
+
+    def phase(self, name: str, jobs: int, wall_s: float) -> Phase:
+        calls = self.after.calls - self.before.calls
+        usec = self.after.usec - self.before.usec
+        # INFO itself runs between the snapshots' reads: not the system's work
+        for c in ("info",):
+            calls.pop(c, None)
+            usec.pop(c, None)
+        return Phase(name, jobs, wall_s, self.after.cpu_s - self.before.cpu_s, calls, usec, self.proc)
+
+
+def idle(r: redis_sync.Redis, seconds: float) -> tuple[float, float]:
+    """Redis CPU seconds and commands per second while the processes started so far sit idle."""
+    before = RedisSnapshot.take(r)
+    time.sleep(seconds)
+    after = RedisSnapshot.take(r)
+    calls = after.calls - before.calls
+    calls.pop("info", None)
+    return (after.cpu_s - before.cpu_s) / seconds, sum(calls.values()) / seconds
+
+
+# ---------------------------------------------------------------------- the anchor: arq alone
+
+
+def arq_worker_main(url: str, max_jobs: int) -> None:
+    """An arq worker process with a function that does nothing (``--arq-worker``)."""
+    from arq.connections import RedisSettings
+    from arq.worker import Worker, func
+
+    from toolq.store.arq_link import pack, unpack
+
+    async def noop(ctx: dict[str, Any]) -> None:
+        return None
+
+    async def ready(ctx: dict[str, Any]) -> None:
+        print("ready", flush=True)
+
+    worker = Worker(
+        functions=[func(noop, name="noop")],
+        queue_name=ARQ_QUEUE,
+        redis_settings=RedisSettings.from_dsn(url),
+        max_jobs=max_jobs,
+        poll_delay=0.01,
+        job_serializer=pack,
+        job_deserializer=unpack,
+        on_startup=ready,
+        log_results=False,
+    )
+    worker.run()
+
+
+def start_arq_workers(url: str, n: int, max_jobs: int) -> list[subprocess.Popen]:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--arq-worker", url, "--slots", str(max_jobs)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            cwd=REPO,
+        )
+        for _ in range(n)
+    ]
+    for p in procs:
+        assert p.stdout is not None
+        if p.stdout.readline().strip() != "ready":
+            raise RuntimeError("an arq worker did not start")
+    return procs
+
+
+async def arq_jobs(url: str, n: int, concurrency: int) -> float:
+    """Enqueue n empty jobs; seconds from the first enqueue to the last job finished."""
+    from toolq.store.arq_link import connect
+
+    pool = connect(url)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one() -> None:
+        async with gate:
+            await pool.enqueue_job("noop", _queue_name=ARQ_QUEUE)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(n)))
+    while await pool.zcard(ARQ_QUEUE):  # noqa: ASYNC110  (arq takes a job off its queue once it has finished it)
+        await asyncio.sleep(0.005)
+    wall = time.perf_counter() - t0
+    await pool.aclose()
+    return wall
+
+
+def run_anchor(url: str, args: argparse.Namespace, r: redis_sync.Redis) -> Phase:
+    procs = start_arq_workers(url, args.workers, args.slots)
+    try:
+        asyncio.run(arq_jobs(url, 200, args.concurrency))  # warm up
+        idle_cpu, idle_calls = idle(r, args.idle_s)
+        with Meter(r, {f"arq worker {i + 1}": p.pid for i, p in enumerate(procs)}) as m:
+            wall = asyncio.run(arq_jobs(url, args.arq_jobs, args.concurrency))
+        phase = m.phase("arq, empty jobs (anchor)", args.arq_jobs, wall)
+        phase.idle_cpu_per_s, phase.idle_calls_per_s = idle_cpu, idle_calls
+        return phase
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(10)
+
+
+# ---------------------------------------------------------------------- toolq
+
+
+async def toolq_jobs(urls: list[str], redis_url: str, n: int, concurrency: int) -> float:
+    """Post n jobs round robin; seconds from the first POST to the last terminal event."""
+    import redis.asyncio as aioredis
+
+    sub = aioredis.Redis.from_url(redis_url)
+    pubsub = sub.pubsub()
+    await pubsub.subscribe(keys.EVENTS_ALL)
+    mine: set[str] = set()
+    ended: dict[str, float] = {}
+    done = asyncio.Event()
+
+    def check() -> None:
+        if len(mine) == n and mine <= ended.keys():
+            done.set()
+
+    async def watch() -> None:
+        async for msg in pubsub.listen():
+            if msg["type"] == "message":
+                ev = json.loads(msg["data"])
+                if ev["type"] in ("final", "error", "cancelled"):
+                    ended[ev["job_id"]] = time.perf_counter()
+                    check()
+
+    watcher = asyncio.create_task(watch())
+    clients = [
+        httpx.AsyncClient(base_url=u, timeout=60, limits=httpx.Limits(max_connections=concurrency)) for u in urls
+    ]
+    gate = asyncio.Semaphore(concurrency)
+
+    async def submit(i: int) -> None:
+        async with gate:
+            for tries in range(3):  # a connection the gateway dropped under load: post again
+                try:
+                    r = await clients[(i + tries) % len(clients)].post("/v1/jobs", json={**JOB, "model": MODEL})
+                    break
+                except httpx.TransportError:
+                    if tries == 2:
+                        raise
+            r.raise_for_status()
+            mine.add(r.json()["job_id"])
+
+    try:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(submit(i) for i in range(n)))
+        check()
+        await asyncio.wait_for(done.wait(), timeout=120 + n / 10)
+        return max(ended[j] for j in mine) - t0
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+        for c in clients:
+            await c.aclose()
+        await pubsub.aclose()
+        await sub.aclose()
+
+
+class Stack:
+    """The gateways and workers of the toolq phases."""
+
+    def __init__(self, url: str, args: argparse.Namespace):
+        self.gateways = [GatewayProcess(url) for _ in range(args.gateways)]
+        rules = write_rules([("", "ok")])  # "ok" is one scripted token
+        env = {
+            "TOOLQ_SLOTS": str(args.slots),
+            "TOOLQ_LOG_LEVEL": "warning",
+            "TOOLQ_LEASE_MS": "2000",  # the defaults (tests/support/workers.py shortens them)
+            "TOOLQ_HEARTBEAT_MS": "500",
+        }
+        self.workers = [
+            WorkerProcess(url, script=rules, name=MODEL, tools=("worker.demo_tools",), env=env)
+            for _ in range(args.workers)
+        ]
+        for w in self.workers:
+            w.wait_ready()
+        for g in self.gateways:
+            g.wait_ready()
+
+    @property
+    def urls(self) -> list[str]:
+        return [g.url for g in self.gateways]
+
+    @property
+    def pids(self) -> dict[str, int]:
+        out = {f"gateway {i + 1}": g.proc.pid for i, g in enumerate(self.gateways)}
+        out.update({f"worker {i + 1}": w.proc.pid for i, w in enumerate(self.workers)})
+        return out
+
+    def stop(self) -> None:
+        for w in self.workers:
+            w.stop()
+        for g in self.gateways:
+            g.stop()
+
+
+# ---------------------------------------------------------------------- where the commands go
+
+_MONITOR_LINE = re.compile(r'^[\d.]+ \[\d+ ([^\]]+)\] "([^"]*)"(?: "([^"]*)")?')
+
+
+def script_names() -> dict[str, str]:
+    """sha1 of each script as Redis runs it -> its name."""
+    out = {}
+    for path in LUA.glob("*.lua"):
+        try:
+            src = load(path.stem)
+        except ValueError:
+            continue
+        out[hashlib.sha1(src.text.encode()).hexdigest()] = path.stem
+    return out
+
+
+class Monitor:
+    """MONITOR in a thread: every command clients sent, and the commands each script ran."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.lines: list[str] = []
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Monitor:
+        self._thread.start()
+        self._ready.wait(5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        time.sleep(0.2)
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        import socket
+
+        s = socket.create_connection(("127.0.0.1", self.port))
+        s.sendall(b"MONITOR\r\n")
+        s.settimeout(0.1)
+        buf = b""
+        while not self._stop.is_set():
+            try:
+                chunk = s.recv(1 << 20)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break
+            buf += chunk
+            *done, buf = buf.split(b"\r\n")
+            for raw in done:
+                if raw == b"+OK":
+                    self._ready.set()
+                elif raw.startswith(b"+"):
+                    self.lines.append(raw[1:].decode(errors="replace"))
+        s.close()
+
+    def breakdown(self, names: dict[str, str]) -> tuple[Counter[str], Counter[str], dict[str, Counter[str]]]:
+        """(client commands, script calls by name, commands inside each script by name).
+
+        MONITOR shows a script call before the commands it runs, and Redis runs one command at a
+        time, so the script lines after a script call are that call's own."""
+        client: Counter[str] = Counter()
+        scripts: Counter[str] = Counter()
+        inside: dict[str, Counter[str]] = {}
+        current: Counter[str] = Counter()  # the commands of the script call seen last
+        for line in self.lines:
+            m = _MONITOR_LINE.match(line)
+            if m is None:
+                continue
+            who, cmd, arg = m.group(1), m.group(2).upper(), m.group(3)
+            if who == "lua":
+                current[cmd] += 1
+                continue
+            client[cmd] += 1
+            current = Counter()  # a client command that is no script: nothing runs inside it
+            if cmd in ("EVALSHA", "EVAL"):
+                name = names.get(arg or "", "?") if cmd == "EVALSHA" else "(EVAL)"
+                scripts[name] += 1
+                current = inside.setdefault(name, Counter())
+        return client, scripts, inside
+
+
+# ---------------------------------------------------------------------- report
+
+
+def per_job(c: Counter[str], n: int, top: int = 12) -> str:
+    return ", ".join(f"{k} {v / n:.2f}" for k, v in c.most_common(top))
+
+
+def report(anchor: Phase, ours: Phase, ncpu: int) -> None:
+    for p in (anchor, ours):
+        print(f"\n{p.name}: {p.jobs} jobs in {p.wall_s:.2f} s = {p.rate:.0f} jobs/s")
+        print(
+            f"   Redis: {p.commands_per_job:.1f} commands per job (script inner commands included), "
+            f"{p.redis_ms_per_job:.3f} ms CPU per job -> one Redis core carries "
+            f"{1000 / p.redis_ms_per_job:.0f} jobs/s"
+        )
+        print(
+            f"   idle, the same processes: {p.idle_calls_per_s:.0f} commands/s, "
+            f"{p.idle_cpu_per_s * 1000:.1f} ms CPU/s; "
+            f"less idle: {p.marginal_commands_per_job:.1f} commands, {p.marginal_ms_per_job:.3f} ms CPU per job "
+            f"-> one Redis core carries {1000 / p.marginal_ms_per_job:.0f} jobs/s"
+        )
+        cmd_ms = {k: p.usec[k] / 1000 / p.jobs for k in p.usec}
+        top = sorted(cmd_ms, key=lambda k: -cmd_ms[k])[:10]
+        print(
+            "   by command (calls per job, ms per job from commandstats): "
+            + ", ".join(f"{k} {p.calls[k] / p.jobs:.2f}/{cmd_ms[k]:.3f}" for k in top)
+        )
+        busy = p.redis_cpu_s / p.wall_s
+        total = sum(p.process_cpu_s.values()) + p.redis_cpu_s
+        print(
+            "   CPU ms per job: "
+            + ", ".join(f"{k} {v * 1000 / p.jobs:.2f}" for k, v in p.process_cpu_s.items())
+            + f", redis {p.redis_ms_per_job:.2f}"
+        )
+        machine = total / (p.wall_s * ncpu)
+        where = (
+            "Redis (its core is saturated)"
+            if busy > 0.9
+            else f"the processes around Redis: the machine's {ncpu} cores are {machine:.0%} busy"
+        )
+        print(f"   Redis busy {busy:.0%} of one core; the limit here is {where}")
+    print("\nratios, toolq / arq (same Redis, same run)")
+    print(f"   jobs/s: {ours.rate / anchor.rate:.2f}")
+    print(f"   Redis commands per job: {ours.commands_per_job / anchor.commands_per_job:.2f}")
+    print(f"   Redis CPU per job: {ours.redis_ms_per_job / anchor.redis_ms_per_job:.2f}")
+    print(f"   Redis CPU per job, less idle: {ours.marginal_ms_per_job / anchor.marginal_ms_per_job:.2f}")
+    target = 0.3
+    print(
+        f"\ntarget: Redis CPU per job at most {target} ms (one core, 3,000 jobs/s), less idle: "
+        f"{ours.marginal_ms_per_job:.3f} ms  {'PASS' if ours.marginal_ms_per_job <= target else 'FAIL'}"
+    )
+
+
+def run(args: argparse.Namespace) -> None:
+    server = RedisServer()
+    server.start()
+    url = server.url + "/0"
+    r = redis_sync.Redis.from_url(url)
+    ncpu = os.cpu_count() or 1
+    print(
+        f"toolq capacity benchmark: {ncpu} CPU cores, load {os.getloadavg()[0]:.1f}; "
+        f"{args.workers} workers x {args.slots} slots, {args.gateways} gateways, "
+        f"{args.concurrency} clients in flight; redis-server {r.info('server')['redis_version']}"
+    )
+    stack: Stack | None = None
+    try:
+        anchor = run_anchor(url, args, r)
+        stack = Stack(url, args)
+        asyncio.run(toolq_jobs(stack.urls, url, 200, args.concurrency))  # warm up
+        idle_cpu, idle_calls = idle(r, args.idle_s)
+        with Meter(r, stack.pids) as m:
+            wall = asyncio.run(toolq_jobs(stack.urls, url, args.jobs, args.concurrency))
+        ours = m.phase("toolq, scripted instant jobs through the gateways", args.jobs, wall)
+        ours.idle_cpu_per_s, ours.idle_calls_per_s = idle_cpu, idle_calls
+        report(anchor, ours, ncpu)
+        if args.sample:
+            with Monitor(server.port) as mon:
+                asyncio.run(toolq_jobs(stack.urls, url, args.sample, args.concurrency))
+            client, scripts, inside = mon.breakdown(script_names())
+            n = args.sample
+            print(f"\nwhere the commands go, {n} jobs under MONITOR (per job)")
+            print(f"   client commands {sum(client.values()) / n:.1f}: {per_job(client, n, 16)}")
+            for name, calls in scripts.most_common():
+                print(
+                    f"   script {name:14s} {calls / n:5.2f} calls, "
+                    f"{sum(inside[name].values()) / n:5.1f} commands inside: "
+                    f"{per_job(inside[name], n, 10)}"
+                )
+    finally:
+        if stack is not None:
+            stack.stop()
+        r.close()
+        server.remove()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=2000)
+    p.add_argument("--arq-jobs", type=int, default=4000)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--gateways", type=int, default=2)
+    p.add_argument("--slots", type=int, default=16, help="jobs each worker runs at once")
+    p.add_argument("--concurrency", type=int, default=64, help="jobs the client keeps in flight")
+    p.add_argument("--sample", type=int, default=200, help="jobs run under MONITOR for the breakdown (0: none)")
+    p.add_argument("--idle-s", type=float, default=5.0, help="seconds of idle Redis measured before each phase")
+    p.add_argument("--arq-worker", metavar="URL", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.arq_worker:
+        arq_worker_main(args.arq_worker, args.slots)
+        return 0
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
