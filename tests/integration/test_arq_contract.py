@@ -174,3 +174,63 @@ async def test_a_job_enqueued_by_a_plain_arq_client_runs(store, redis_url):
     finally:
         await client.aclose()
         worker.stop()
+
+
+def test_the_pickup_toolq_does_in_one_script_is_arqs():
+    # WakeableWorker.start_jobs stands in for arq's: the same in-progress mark, then arq's own run_job
+    # for each job taken, counted and released the way arq counts and releases its own.
+    src = inspect.getsource(Worker.start_jobs)
+    assert list(inspect.signature(Worker.start_jobs).parameters) == ["self", "job_ids"]
+    for line in (
+        "pipe.watch(in_progress_key)",
+        "ongoing_exists or not score or score > timestamp_ms()",
+        "self.run_job(job_id, int(score))",
+        "t.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())",
+        "self.tasks[job_id] = t",
+        "self.job_counter = self.job_counter + 1",
+    ):
+        assert line in src, line
+    assert arq_link.WakeableWorker.start_jobs is not Worker.start_jobs
+
+
+async def test_a_batch_is_taken_once_and_run_by_arqs_run_job(redis_url):
+    # Two workers read the same jobs off the queue: each job is taken by one of them, marked in
+    # progress as arq marks it, and run; a job whose score lies ahead stays on the queue.
+    ran: list[tuple[str, int]] = []
+
+    async def run(job_id: str, attempt: int) -> str:
+        ran.append((job_id, attempt))
+        return "ok"
+
+    async def noop(*_: object) -> None: ...
+
+    def worker(name: str, max_jobs: int) -> arq_link.WakeableWorker:
+        return arq_link.make_worker(
+            model="m", worker_id=name, redis_url=redis_url, run=run, on_startup=noop, on_shutdown=noop,
+            max_jobs=max_jobs, job_timeout_s=60, poll_delay_s=0.5, wake=True, shutdown_grace_s=1,
+            handle_signals=False,
+        )  # fmt: skip
+
+    pool = arq_link.connect(redis_url)
+    a, b = worker("a", 2), worker("b", 8)
+    try:
+        for i in range(3):
+            await pool.enqueue_job(arq_link.RUN_JOB, f"job_{i}", 1, _job_id=f"job_{i}:1", _queue_name=keys.queue("m"))
+        await pool.enqueue_job(
+            arq_link.RUN_JOB, "later", 1, _job_id="later:1", _queue_name=keys.queue("m"), _defer_by=60
+        )
+        ids = [b"job_0:1", b"job_1:1", b"job_2:1", b"later:1"]
+        await a.start_jobs(ids)  # two free slots: the first two
+        await b.start_jobs(ids)  # the rest that may run now
+        assert sorted(a.tasks) == ["job_0:1", "job_1:1"] and sorted(b.tasks) == ["job_2:1"]
+        assert (a.job_counter, b.job_counter) == (2, 1)
+        ttl = await pool.pttl("arq:in-progress:job_0:1")
+        assert 0 < ttl <= arq_link.in_progress_mark_ms(60)
+        await asyncio.gather(*a.tasks.values(), *b.tasks.values())
+        assert sorted(ran) == [("job_0", 1), ("job_1", 1), ("job_2", 1)]
+        assert (a.job_counter, b.job_counter) == (0, 0)  # released as arq releases them
+        assert await pool.zrange(keys.queue("m"), 0, -1) == [b"later:1"]  # arq's finish_job took the rest off
+        assert not await pool.exists("arq:in-progress:job_0:1")
+    finally:
+        for p in (pool, a.pool, b.pool):
+            await p.aclose()

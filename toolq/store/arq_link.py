@@ -24,6 +24,10 @@ own parts, and arq's health check writes ``keys.health(worker_id)``. Where it ca
   job joins arq's queue only when toolq/store/lua/dispatch.lua chooses it: arq never looks at a
   job key that is not on its queue, and enqueueing later is the same ``ZADD`` enqueue_job does.
   ``WakeableWorker``'s ``feed`` hook asks for those jobs before each look at the queue.
+- arq's ``Worker.start_jobs`` takes each job it read off the queue with four round trips (WATCH the
+  in-progress key, EXISTS, ZSCORE, MULTI PSETEX EXEC) and an UNWATCH: ``WakeableWorker`` takes the
+  whole batch with one script (toolq/store/lua/arq_start.lua) that checks and sets the same key,
+  then starts arq's own ``run_job`` for each, as arq does.
 - arq offers no way to wake its poll loop, which sleeps ``poll_delay`` (0.5 s by default) between
   looks at the queue: ``WakeableWorker`` overrides the private ``_poll_iteration`` to block on the
   model's wake list instead, which every enqueue pushes to.
@@ -45,6 +49,7 @@ import structlog
 from arq.connections import ArqRedis
 from arq.constants import expires_extra_ms, in_progress_key_prefix, job_key_prefix, result_key_prefix
 from arq.jobs import serialize_job
+from arq.utils import timestamp_ms
 from arq.worker import Worker, func
 from redis.asyncio import ConnectionPool
 from redis.asyncio.retry import Retry
@@ -169,6 +174,34 @@ class WakeableWorker(Worker):
         super().__init__(*args, **kwargs)
         self.wake_key = wake_key
         self.feed = feed
+        self._start: Script | None = None  # toolq/store/lua/arq_start.lua, registered on first use
+        self._taken = 0  # jobs start_jobs took in this look at the queue
+        self._woken = False  # this look was woken by a wake token (BLPOP)
+
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        """arq's start_jobs in one round trip: take the jobs no worker has in progress (the same
+        check and in-progress mark, toolq/store/lua/arq_start.lua), then run each with arq's run_job."""
+        free = self.max_jobs - self.job_counter
+        wanted = [j.decode() for j in job_ids[: max(free, 0)]]
+        if not wanted:
+            return
+        if self._start is None:
+            self._start = Script(self.pool, "arq_start")
+        taken = await self._start(
+            queue=self.queue_name,
+            progress_prefix=in_progress_key_prefix,
+            mark_ms=int(self.in_progress_timeout_s * 1000),
+            now_ms=timestamp_ms(),
+            arq_ids="\n".join(wanted),
+        )
+        self._taken += len(taken) // 2
+        for i in range(0, len(taken), 2):
+            job_id, score = taken[i].decode(), int(float(taken[i + 1]))
+            await self.sem.acquire()  # free: job_counter was below max_jobs for each of them
+            self.job_counter += 1
+            task = self.loop.create_task(self.run_job(job_id, score))
+            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            self.tasks[job_id] = task
 
     async def _poll_iteration(self) -> None:
         # arq's poll() sleeps whatever is left of poll_delay after each iteration, so a wake
@@ -176,10 +209,12 @@ class WakeableWorker(Worker):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.poll_delay_s
         while True:
+            self._taken = 0
             try:
                 if self.feed is not None and self.allow_pick_jobs and self.job_counter < self.max_jobs:
                     await self.feed(self.max_jobs - self.job_counter)
                 await super()._poll_iteration()
+                await self._drop_spent_tokens()
             except (RedisError, OSError) as e:
                 log.warning("queue poll failed; retrying", error=str(e))
                 await asyncio.sleep(min(1.0, self.poll_delay_s))
@@ -189,6 +224,17 @@ class WakeableWorker(Worker):
                 return  # plain arq: its poll() sleeps the rest of poll_delay
             await self._wait_for_work(left)
 
+    async def _drop_spent_tokens(self) -> None:
+        """Every enqueue pushes one wake token, so a look that took n jobs leaves behind the
+        tokens of the jobs it took (n, less the one that woke it): drop that many of the oldest,
+        or each would wake a worker for a look at a queue that no longer holds its job (a wake
+        list read, a dispatch and a queue read each). A token dropped in error costs at most a
+        poll delay: the loop looks again every ``poll_delay`` and whenever a job of its own ends."""
+        spent = self._taken - (1 if self._woken else 0)
+        self._woken = False
+        if spent > 0 and self.wake_key is not None:
+            await self.pool.ltrim(self.wake_key, 0, -spent - 1)
+
     async def _wait_for_work(self, timeout: float) -> None:
         """Block until a job may be waiting: a wake token when idle, a finished job when busy."""
         if self.job_counter < self.max_jobs:
@@ -196,7 +242,7 @@ class WakeableWorker(Worker):
                 # redis-py types each command for both clients (a result or an awaitable); BLPOP takes
                 # fractional seconds since Redis 6, though redis-py types the timeout as an int.
                 woken = self.pool.blpop([self.wake_key], timeout=timeout)  # type: ignore[arg-type]
-                await cast("Awaitable[list[bytes] | None]", woken)
+                self._woken = await cast("Awaitable[list[bytes] | None]", woken) is not None
             except (RedisError, OSError):
                 await asyncio.sleep(timeout)
         else:
