@@ -34,8 +34,11 @@
 -- Returns {job id, tenant, attempt, stored, ...}: stored 0 means the job's arq payload had
 -- expired while it waited, so it is not on the queue and the caller enqueues it with arq itself.
 
+-- Nothing waits (every look at the queue asks, most often for nothing): write nothing.
+if redis.call('EXISTS', tenants) == 0 then return {} end
 local now = redis_now_ms()
 local v = tonumber(redis.call('GET', vtime) or '0')
+local v_before = v
 local want_n = tonumber(want)
 local out = {}
 local capped = {}
@@ -110,7 +113,7 @@ while n_out < want_n do
     n_out = n_out + 1
   end
 end
-redis.call('SET', vtime, tostring(v))
+if v ~= v_before then redis.call('SET', vtime, tostring(v)) end
 for t, _ in pairs(capped) do
   redis.call('ZADD', tenants, 'XX', 'GT', tostring(v), t)
 end

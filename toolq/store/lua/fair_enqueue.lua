@@ -17,6 +17,11 @@ local function fair_enqueue(tenants, passes, vtime, waiting, seq_key, weights, c
     local saved = tonumber(redis.call('HGET', passes, tenant) or '0')
     redis.call('ZADD', tenants, math.max(v, saved), tenant)
   end
-  if weight ~= '' then redis.call('HSET', weights, tenant, weight) end
-  if max_running ~= '' then redis.call('HSET', caps, tenant, max_running) end
+  -- written only when they change: every submit brings them, and a write is replicated
+  if weight ~= '' and redis.call('HGET', weights, tenant) ~= weight then
+    redis.call('HSET', weights, tenant, weight)
+  end
+  if max_running ~= '' and redis.call('HGET', caps, tenant) ~= max_running then
+    redis.call('HSET', caps, tenant, max_running)
+  end
 end
