@@ -197,8 +197,10 @@ async def test_a_batch_is_taken_once_and_run_by_arqs_run_job(redis_url):
     # Two workers read the same jobs off the queue: each job is taken by one of them, marked in
     # progress as arq marks it, and run; a job whose score lies ahead stays on the queue.
     ran: list[tuple[str, int]] = []
+    release = asyncio.Event()  # the jobs hold their slots until the marks are looked at
 
     async def run(job_id: str, attempt: int) -> str:
+        await release.wait()
         ran.append((job_id, attempt))
         return "ok"
 
@@ -212,25 +214,28 @@ async def test_a_batch_is_taken_once_and_run_by_arqs_run_job(redis_url):
         )  # fmt: skip
 
     pool = arq_link.connect(redis_url)
-    a, b = worker("a", 2), worker("b", 8)
+    a, b, c = worker("a", 2), worker("b", 1), worker("c", 8)
     try:
-        for i in range(3):
+        for i in range(4):
             await pool.enqueue_job(arq_link.RUN_JOB, f"job_{i}", 1, _job_id=f"job_{i}:1", _queue_name=keys.queue("m"))
         await pool.enqueue_job(
             arq_link.RUN_JOB, "later", 1, _job_id="later:1", _queue_name=keys.queue("m"), _defer_by=60
         )
-        ids = [b"job_0:1", b"job_1:1", b"job_2:1", b"later:1"]
+        ids = [b"job_0:1", b"job_1:1", b"job_2:1", b"job_3:1", b"later:1"]
         await a.start_jobs(ids)  # two free slots: the first two
-        await b.start_jobs(ids)  # the rest that may run now
-        assert sorted(a.tasks) == ["job_0:1", "job_1:1"] and sorted(b.tasks) == ["job_2:1"]
-        assert (a.job_counter, b.job_counter) == (2, 1)
+        await b.start_jobs(ids)  # one free slot: the first not in progress, past those that are
+        await c.start_jobs(ids)  # the rest that may run now
+        assert sorted(a.tasks) == ["job_0:1", "job_1:1"]
+        assert list(b.tasks) == ["job_2:1"] and list(c.tasks) == ["job_3:1"]
+        assert (a.job_counter, b.job_counter, c.job_counter) == (2, 1, 1)
         ttl = await pool.pttl("arq:in-progress:job_0:1")
         assert 0 < ttl <= arq_link.in_progress_mark_ms(60)
-        await asyncio.gather(*a.tasks.values(), *b.tasks.values())
-        assert sorted(ran) == [("job_0", 1), ("job_1", 1), ("job_2", 1)]
-        assert (a.job_counter, b.job_counter) == (0, 0)  # released as arq releases them
+        release.set()
+        await asyncio.gather(*a.tasks.values(), *b.tasks.values(), *c.tasks.values())
+        assert sorted(ran) == [("job_0", 1), ("job_1", 1), ("job_2", 1), ("job_3", 1)]
+        assert (a.job_counter, b.job_counter, c.job_counter) == (0, 0, 0)  # released as arq releases them
         assert await pool.zrange(keys.queue("m"), 0, -1) == [b"later:1"]  # arq's finish_job took the rest off
         assert not await pool.exists("arq:in-progress:job_0:1")
     finally:
-        for p in (pool, a.pool, b.pool):
+        for p in (pool, a.pool, b.pool, c.pool):
             await p.aclose()

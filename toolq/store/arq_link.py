@@ -182,8 +182,7 @@ class WakeableWorker(Worker):
         """arq's start_jobs in one round trip: take the jobs no worker has in progress (the same
         check and in-progress mark, toolq/store/lua/arq_start.lua), then run each with arq's run_job."""
         free = self.max_jobs - self.job_counter
-        wanted = [j.decode() for j in job_ids[: max(free, 0)]]
-        if not wanted:
+        if free <= 0 or not job_ids:
             return
         if self._start is None:
             self._start = Script(self.pool, "arq_start")
@@ -192,7 +191,8 @@ class WakeableWorker(Worker):
             progress_prefix=in_progress_key_prefix,
             mark_ms=int(self.in_progress_timeout_s * 1000),
             now_ms=timestamp_ms(),
-            arq_ids="\n".join(wanted),
+            arq_ids="\n".join(j.decode() for j in job_ids),
+            limit=free,
         )
         self._taken += len(taken) // 2
         for i in range(0, len(taken), 2):

@@ -11,12 +11,16 @@
 -- ARGV[1] progress_prefix  arq's in-progress key prefix
 -- ARGV[2] mark_ms          the in-progress mark's lifetime (arq: job timeout + 10 s)
 -- ARGV[3] now_ms           the worker's clock, as arq compares scores with it
--- ARGV[4] arq_ids          the arq ids to take, one per line, at most the worker's free slots
+-- ARGV[4] arq_ids          the arq ids read off the queue, one per line (those in progress too:
+--                          a job stays on arq's queue until it finishes)
+-- ARGV[5] limit            take at most this many: the worker's free slots
 --
 -- Returns {arq id, score, ...} of the jobs taken, in the order given.
 
 local out = {}
+local left = tonumber(limit)
 for arq_id in string.gmatch(arq_ids, '[^\n]+') do
+  if left <= 0 then break end
   local mark = progress_prefix .. arq_id
   if redis.call('EXISTS', mark) == 0 then
     local score = redis.call('ZSCORE', queue, arq_id)
@@ -24,6 +28,7 @@ for arq_id in string.gmatch(arq_ids, '[^\n]+') do
       redis.call('PSETEX', mark, mark_ms, '1')
       table.insert(out, arq_id)
       table.insert(out, score)
+      left = left - 1
     end
   end
 end
