@@ -3,7 +3,8 @@
 The gateway, the SDK's direct mode and the worker all go through JobStore, so the invariants
 live in one spot:
 
-- every event is written by one Lua script (toolq/store/lua/emit.lua) that allocates the next ``seq``,
+- every event is written by one Lua script (toolq/store/lua/emit.lua, or job_event.lua for an event
+  that touches only its job's keys; both share event_write.lua) that allocates the next ``seq``,
   appends to the job's stream (id ``<seq>-0``), publishes on both channels and updates the record,
   atomically;
 - a job has exactly one terminal event: once one is written, every later write is refused;
@@ -163,6 +164,7 @@ class JobStore:
         # gateway, the SDK's Redis mode) turn it on; the store alone is arq's plain queue.
         self.fair = fair
         self._emit = Script(redis, "emit")
+        self._job_event = Script(redis, "job_event")
         self._pause = Script(redis, "pause")
         self._submit = Script(redis, "submit")
         self._answer = Script(redis, "answer")
@@ -273,7 +275,26 @@ class JobStore:
             status = _STATUS_OF_TERMINAL[type]
         ts = now_ms()
         head, tail = _event_parts(job_id, type, data, ts)
-        seq: int = await self._emit(
+        seq: int
+        if not terminal and lease_ms is None and usage is None and type not in deliveries.WEBHOOK_KIND:
+            # touches only the job's own keys (one hash slot): toolq/store/lua/job_event.lua
+            seq = await self._job_event(
+                job=keys.job(job_id),
+                log=keys.log(job_id),
+                job_channel=keys.events_channel(job_id),
+                all_channel=keys.EVENTS_ALL,
+                head=head,
+                tail=tail,
+                attempt=attempt,
+                only_if_status=only_if_status.value if only_if_status else None,
+                status=status.value if status else None,
+                checkpoint=json.dumps(checkpoint, ensure_ascii=False, default=str) if checkpoint is not None else None,
+                maxlen=self.stream_maxlen,
+            )
+            if seq <= 0:
+                raise JobEnded(job_id, _REFUSED[seq])
+            return seq
+        seq = await self._emit(
             job=keys.job(job_id),
             log=keys.log(job_id),
             job_channel=keys.events_channel(job_id),

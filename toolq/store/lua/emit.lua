@@ -1,5 +1,6 @@
 -- Write one event of a job: allocate the next seq, append the event to the job's stream (id
--- `<seq>-0`), publish it on both channels and update the record, all in one step. Once a
+-- `<seq>-0`), publish it on both channels (event_write.lua) and update the record, all in one
+-- step. An event that touches nothing but its job goes through job_event.lua instead. Once a
 -- terminal event is written every later write is refused, and a write fenced by attempt is
 -- refused once a newer attempt owns the job (its worker lost its lease).
 --
@@ -10,6 +11,7 @@
 -- dispatch.lua drops it, as a cancelled job stays on arq's queue until a worker drops it: both
 -- count in the queue depth until then.
 --
+-- include: event_write.lua
 -- include: now.lua
 -- include: fair_keys.lua
 -- include: webhook_record.lua
@@ -52,16 +54,8 @@
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt,
 -- -2 not in the expected status, -3 no such job.
 
-if redis.call('EXISTS', job) == 0 then return -3 end
-local h = redis.call('HMGET', job, 'terminal', 'attempt', 'status')
-if h[1] == '1' then return 0 end
-if attempt ~= '0' and h[2] ~= attempt then return -1 end
-if only_if_status ~= '' and h[3] ~= only_if_status then return -2 end
-local seq = redis.call('HINCRBY', job, 'seq', 1)
-local ev = head .. seq .. tail
-redis.call('XADD', log, 'MAXLEN', '~', maxlen, seq .. '-0', 'e', ev)
-redis.call('PUBLISH', job_channel, ev)
-redis.call('PUBLISH', all_channel, ev)
+local seq, ev = write_event(job, log, job_channel, all_channel, head, tail, attempt, only_if_status, maxlen)
+if seq <= 0 then return seq end
 if status ~= '' then redis.call('HSET', job, 'status', status) end
 if checkpoint ~= '' then redis.call('HSET', job, 'checkpoint', checkpoint) end
 if lease_ms ~= '' then redis.call('ZADD', leases, redis_now_ms() + tonumber(lease_ms), job_id) end
