@@ -229,11 +229,12 @@ class WakeableWorker(Worker):
         tokens of the jobs it took (n, less the one that woke it): drop that many of the oldest,
         or each would wake a worker for a look at a queue that no longer holds its job (a wake
         list read, a dispatch and a queue read each). A token dropped in error costs at most a
-        poll delay: the loop looks again every ``poll_delay`` and whenever a job of its own ends."""
+        poll delay: the loop looks again every ``poll_delay``."""
         spent = self._taken - (1 if self._woken else 0)
         self._woken = False
         if spent > 0 and self.wake_key is not None:
-            await self.pool.ltrim(self.wake_key, 0, -spent - 1)
+            # redis-py types each command for both clients (a result or an awaitable)
+            await cast("Awaitable[bool]", self.pool.ltrim(self.wake_key, 0, -spent - 1))
 
     async def _wait_for_work(self, timeout: float) -> None:
         """Block until a job may be waiting: a wake token when idle, a finished job when busy."""
