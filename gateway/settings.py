@@ -94,6 +94,12 @@ class GatewaySettings(BaseSettings):
             raise ValueError("an operator key must be non-empty")
         return v
 
+    @field_validator("ui_secret", mode="before")
+    @classmethod
+    def _empty_secret_is_none(cls, v: Any) -> Any:
+        # an empty variable (a compose file's default) means "a random secret", never an empty key
+        return None if isinstance(v, str) and not v.strip() else v
+
     @field_validator("tenants", mode="before")
     @classmethod
     def _parse_tenants(cls, v: Any) -> Any:

@@ -297,3 +297,12 @@ async def test_the_index_pages_without_loss_or_repeat_trims_and_drops_expired_re
     newest, _ = await store.submit(REQUEST, model="m", tenant="t")
     assert await store.redis.zcard(keys.tenant_jobs("t")) == 3
     assert (await store.redis.zrevrange(keys.JOBS_ALL, 0, 0))[0].decode() == newest
+
+
+def test_operator_keys_and_the_secret_from_the_environment(monkeypatch):
+    monkeypatch.setenv("TOOLQ_OPERATOR_KEYS", " op1, op2 ,")
+    monkeypatch.setenv("TOOLQ_UI_SECRET", "")
+    s = GatewaySettings()
+    assert s.operator_keys == ["op1", "op2"] and s.ui_secret is None
+    monkeypatch.setenv("TOOLQ_OPERATOR_KEYS", '["a,b"]')
+    assert GatewaySettings().operator_keys == ["a,b"]
