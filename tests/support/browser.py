@@ -11,6 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 
 from toolq.testing.engine import in_ci
@@ -44,3 +45,24 @@ def screenshot_dir(root: Path) -> Path:
     d = Path(os.environ.get("TOOLQ_UI_SCREENSHOTS") or root / "test-artifacts" / "ui")
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def signed_in(browser, gateway: str, key: str, viewport=LAPTOP):
+    """A fresh browser context signed in through the sign-in page with ``key``."""
+    ctx = browser.new_context(viewport=viewport, base_url=gateway)
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto("/ui/jobs")
+    page.wait_for_url("**/ui/login")
+    page.fill("#key", key)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/ui")
+    page.errors = errors  # type: ignore[attr-defined]
+    return ctx, page
+
+
+def submit(gateway: str, key: str, body: dict) -> str:
+    r = httpx.post(f"{gateway}/v1/jobs", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    assert r.status_code == 202, r.text
+    return r.json()["job_id"]

@@ -17,7 +17,7 @@ import pytest
 
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import CALL_ZORBIX, private_redis, served
-from tests.support.browser import LAPTOP, PHONE, chromium_path, screenshot_dir
+from tests.support.browser import LAPTOP, PHONE, chromium_path, screenshot_dir, signed_in, submit
 from tests.support.workers import REPO, write_rules
 
 pytestmark = pytest.mark.timeout(300)
@@ -63,27 +63,6 @@ def browser(chromium):
             yield b
         finally:
             b.close()
-
-
-def signed_in(browser, gateway: str, key: str, viewport=LAPTOP):
-    """A fresh browser context signed in through the sign-in page with ``key``."""
-    ctx = browser.new_context(viewport=viewport, base_url=gateway)
-    page = ctx.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto("/ui/jobs")
-    page.wait_for_url("**/ui/login")
-    page.fill("#key", key)
-    page.click("button[type=submit]")
-    page.wait_for_url("**/ui")
-    page.errors = errors  # type: ignore[attr-defined]
-    return ctx, page
-
-
-def submit(gateway: str, key: str, body: dict) -> str:
-    r = httpx.post(f"{gateway}/v1/jobs", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=10)
-    assert r.status_code == 202, r.text
-    return r.json()["job_id"]
 
 
 def status_of(gateway: str, key: str, job_id: str) -> str:
