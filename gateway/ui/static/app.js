@@ -136,6 +136,8 @@ document.addEventListener("alpine:init", () => {
           width: Math.max(240, el.clientWidth || 300),
           height: 160,
           legend: { show: models.length > 0 },
+          // the last five minutes, from the first reading on (one point would stretch the axis over years)
+          scales: { x: { time: true, range: (u, min, max) => [max - 300, max] } },
           series: [{}, ...models.map((m, i) => ({ label: m, stroke: palette[i % palette.length], width: 2 }))],
           axes: [{}, { size: 40 }],
         };
