@@ -34,7 +34,7 @@ async def post_tool_results(
     Calls may be answered over several posts; the job resumes once none is missing. 409 when a
     call was already answered or the job is not paused (or has ended); 422 for a call the job
     does not wait on, or one that waits on an approval instead."""
-    return await _answer(state, tenant, job_id, [(r.tool_call_id, r.answer()) for r in results], "client")
+    return await answer_calls(state, tenant, job_id, [(r.tool_call_id, r.answer()) for r in results], "client")
 
 
 @router.post("/{job_id}/approvals", response_model=JobView, responses=_ERRORS)
@@ -48,12 +48,13 @@ async def post_approvals(
 
     Approved calls run when the job resumes; a denied call's tool response tells the model it was
     refused, quoting the reason. Errors as for tool_results."""
-    return await _answer(state, tenant, job_id, [(d.tool_call_id, d.answer()) for d in decisions], "approval")
+    return await answer_calls(state, tenant, job_id, [(d.tool_call_id, d.answer()) for d in decisions], "approval")
 
 
-async def _answer(
+async def answer_calls(
     state: GatewayState, tenant: str, job_id: str, answers: list[tuple[str, dict[str, Any]]], kind: ActionKind
 ) -> JobView:
+    """Record the answers to ``tenant``'s paused job (the dashboard's too: gateway/ui/api.py)."""
     await owned(state, job_id, tenant)
     try:
         await state.store.answer_actions(job_id, answers, kind, tenant=tenant)

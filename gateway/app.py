@@ -10,7 +10,7 @@ import structlog
 from fastapi import FastAPI
 from redis.exceptions import RedisError
 
-from gateway import actions, catalog, deliveries, errors, health, jobs, threads, usage
+from gateway import actions, catalog, deliveries, errors, health, jobs, threads, ui, usage
 from gateway.auth import KeyRing
 from gateway.fleet import FleetView
 from gateway.limits import BodySizeLimit
@@ -86,7 +86,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
         description="Submit tool-calling LLM conversations as jobs, follow their events, fetch their results.",
         lifespan=lifespan,
     )
-    app.state.keyring = KeyRing(settings.api_keys)
+    app.state.keyring = KeyRing(settings.api_keys, settings.operator_keys)
     app.state.settings = settings
     errors.install(app)
     openai_errors.install(app)  # after errors.install: it wraps those handlers for the OpenAI paths
@@ -100,5 +100,6 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
     app.include_router(catalog.router)
     app.include_router(health.router)
     app.include_router(usage.router)
+    ui.install(app, settings, app.state.keyring)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

@@ -8,6 +8,7 @@ held here shows no usable key. A key is accepted as ``Authorization: Bearer <key
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -21,13 +22,15 @@ _bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <API k
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the API key")
 
 
-def _digest(key: str) -> str:
+def key_digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 class KeyRing:
-    def __init__(self, keys: dict[str, str]):
-        self._tenants = {_digest(k): t for k, t in keys.items()}
+    def __init__(self, keys: dict[str, str], operators: Iterable[str] = ()):
+        self._tenants = {key_digest(k): t for k, t in keys.items()}
+        # the dashboard's operator keys (gateway/ui/access.py): every tenant's jobs, there only
+        self._operators = frozenset(key_digest(k) for k in operators)
 
     @property
     def open(self) -> bool:
@@ -42,10 +45,17 @@ class KeyRing:
                 "an API key is required (Authorization: Bearer <key> or X-API-Key)",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        tenant = self._tenants.get(_digest(key))
+        tenant = self._tenants.get(key_digest(key))
         if tenant is None:
             raise Unauthorized("the API key is not valid", headers={"WWW-Authenticate": "Bearer"})
         return tenant
+
+    def tenant_of_digest(self, digest: str) -> str | None:
+        """The tenant of the key with this digest; None when no API key has it."""
+        return self._tenants.get(digest)
+
+    def is_operator(self, digest: str) -> bool:
+        return digest in self._operators
 
 
 async def current_tenant(

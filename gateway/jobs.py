@@ -7,18 +7,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Path, Query, Response
 
 from gateway.auth import Tenant
-from gateway.sse import event_stream
+from gateway.sse import MAX_SEQ, event_stream, start_seq
 from gateway.state import GatewayState, State
 from gateway.submission import enqueue
 from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
-from toolq.errors import BadRequest, JobNotFoundError
+from toolq.errors import JobNotFoundError
 from toolq.protocol import JobRequest, JobStatus
 from toolq.store.jobstore import JobNotFound
 from toolq.store.records import JobRecord
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-MAX_SEQ = 2**62  # stream ids are 64-bit; a larger "after" would be a Redis error, not a 4xx
 JobId = Annotated[str, Path(min_length=1, max_length=128, description="the job id from POST /v1/jobs")]
 _ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 422)}
 
@@ -89,13 +88,7 @@ async def job_events(
 ):
     """Replay the job's events (from the start, ``?after=seq`` or ``Last-Event-ID``), then follow live
     until the terminal event. ``id`` is the event's seq; comments keep an idle connection alive."""
-    start = after or 0
-    if last_event_id is not None and last_event_id.strip():
-        # Sent by a reconnecting client: it wins over ?after, which is the URL's first start point.
-        text = last_event_id.strip()
-        if not (text.isascii() and text.isdigit()) or int(text) > MAX_SEQ:
-            raise BadRequest("Last-Event-ID must be an event seq (a non-negative integer)", field="Last-Event-ID")
-        start = int(text)
+    start = start_seq(after, last_event_id)
     rec = await owned(state, job_id, tenant)
     if rec.terminal and start >= rec.seq:
         # Everything, the terminal event included, was delivered: nothing will ever follow. 204 is

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from toolq.settings import DEFAULT_REDIS_URL
@@ -43,6 +43,14 @@ class GatewaySettings(BaseSettings):
     # Fair share between tenants (toolq/store/fair.py); off: one first-in first-out queue per model.
     fair_share: bool = True
 
+    # The dashboard (gateway/ui/). Operator keys sign in there and see every tenant's jobs; they
+    # are not API keys ("k1,k2" or a JSON list). The secret signs the dashboard's session cookie:
+    # set the same one on every replica behind one address (default: a random one per process, so
+    # a restart signs everyone out).
+    operator_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    ui_secret: SecretStr | None = None
+    ui_session_s: int = Field(default=8 * 3600, ge=60, le=30 * 86400)
+
     # Behaviour
     keepalive_s: float = Field(default=15.0, gt=0)  # SSE comment while a job is quiet
     registry_cache_s: float = Field(default=0.5, ge=0)  # how stale the worker list may be
@@ -68,6 +76,29 @@ class GatewaySettings(BaseSettings):
                 raise ValueError("TOOLQ_API_KEYS entries are key:tenant, separated by commas")
             keys[key] = tenant
         return keys
+
+    @field_validator("operator_keys", mode="before")
+    @classmethod
+    def _parse_operator_keys(cls, v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        text = v.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [k.strip() for k in text.split(",") if k.strip()]
+
+    @field_validator("operator_keys")
+    @classmethod
+    def _no_empty_operator_key(cls, v: list[str]) -> list[str]:
+        if any(not k for k in v):
+            raise ValueError("an operator key must be non-empty")
+        return v
+
+    @field_validator("ui_secret", mode="before")
+    @classmethod
+    def _empty_secret_is_none(cls, v: Any) -> Any:
+        # an empty variable (a compose file's default) means "a random secret", never an empty key
+        return None if isinstance(v, str) and not v.strip() else v
 
     @field_validator("tenants", mode="before")
     @classmethod

@@ -19,13 +19,26 @@ import structlog
 from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
+from toolq.errors import BadRequest
 from toolq.store.jobstore import JobNotFound, JobStore
 
 log = structlog.get_logger("toolq.gateway")
 
+MAX_SEQ = 2**62  # stream ids are 64-bit; a larger "after" would be a Redis error, not a 4xx
 RETRY_MS = 1000  # what EventSource clients wait before reconnecting
 KEEPALIVE = "keep-alive"  # the comment sent while a job is quiet
 SEP = "\n"  # sse-starlette's default is \r\n; the frames have always ended lines with \n
+
+
+def start_seq(after: int | None, last_event_id: str | None) -> int:
+    """The seq to replay after: ``Last-Event-ID`` (sent by a reconnecting client) wins over
+    ``?after``, the URL's first start point. BadRequest for an id that is not a seq."""
+    if last_event_id is not None and last_event_id.strip():
+        text = last_event_id.strip()
+        if not (text.isascii() and text.isdigit()) or int(text) > MAX_SEQ:
+            raise BadRequest("Last-Event-ID must be an event seq (a non-negative integer)", field="Last-Event-ID")
+        return int(text)
+    return after or 0
 
 
 async def job_messages(store: JobStore, job_id: str, after: int, keepalive_s: float) -> AsyncIterator[ServerSentEvent]:

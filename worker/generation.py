@@ -83,6 +83,9 @@ class EngineStats:
     decode_tokens: int = 0
     # generated tokens a grammar forced, evaluated in chunks like a prompt (so in prefill_tokens too)
     forced_tokens: int = 0
+    # prompts placed in a slot: their tokens, and of those the ones the slot's cache already held
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
     prefill_s: float = 0.0  # time in steps that carried prompt tokens
     decode_s: float = 0.0  # time in steps that carried only generated tokens
 

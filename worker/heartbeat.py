@@ -68,6 +68,8 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
             batch_size=round(rates.batch_size, 2),
             prefill_tps=round(rates.prefill_tps, 1),
             decode_tps=round(rates.decode_tps, 1),
+            prompt_tokens=stats.prompt_tokens,
+            cached_tokens=stats.cached_tokens,
             format=state.loop.fmt.name,
             template=state.loop.template.name,
         ),

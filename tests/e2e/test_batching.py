@@ -73,6 +73,7 @@ async def test_a_shared_prefix_is_copied_between_slots_not_evaluated_again(engin
 
 
 async def test_the_next_round_reuses_its_own_slot(engine):
+    before = (engine.stats().prompt_tokens, engine.stats().cached_tokens)
     first = _segments("What is the colour of the sea?")
     r1 = await engine.generate(GenerationRequest(segments=first, max_tokens=8))
     follow_up = [*first, (r1.text, False), ("<|im_end|>\n<|im_start|>user\nAnd the sky?<|im_end|>\n", True)]
@@ -80,6 +81,10 @@ async def test_the_next_round_reuses_its_own_slot(engine):
         GenerationRequest(segments=[*follow_up, ("<|im_start|>assistant\n", True)], max_tokens=8)
     )
     assert r2.cached_tokens >= r1.prompt_tokens, (r2.cached_tokens, r1.prompt_tokens)
+    # the engine's counters, which the worker's registry entry reports as its cache hits
+    after = (engine.stats().prompt_tokens, engine.stats().cached_tokens)
+    assert after[0] - before[0] == r1.prompt_tokens + r2.prompt_tokens
+    assert after[1] - before[1] == r1.cached_tokens + r2.cached_tokens
 
 
 async def test_the_next_round_reuses_a_grammar_sampled_reply_as_the_model_wrote_it(engine):

@@ -43,6 +43,9 @@ class WorkerInfo:
     batch_size: float = 0.0
     prefill_tps: float = 0.0
     decode_tps: float = 0.0
+    # Prompts placed since start: their tokens, and those a slot's cache already held (cache hits).
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
     # The conversation: the tool-call format the worker parses and the chat template it renders.
     format: str = ""
     template: str = ""
@@ -69,6 +72,8 @@ class WorkerInfo:
             "batch_size": self.batch_size,
             "prefill_tps": self.prefill_tps,
             "decode_tps": self.decode_tps,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
             "format": self.format,
             "template": self.template,
         }
@@ -95,6 +100,8 @@ class WorkerInfo:
                 batch_size=float(d.get("batch_size") or 0),
                 prefill_tps=float(d.get("prefill_tps") or 0),
                 decode_tps=float(d.get("decode_tps") or 0),
+                prompt_tokens=int(d.get("prompt_tokens") or 0),
+                cached_tokens=int(d.get("cached_tokens") or 0),
                 format=d.get("format", ""),
                 template=d.get("template", ""),
             )

@@ -46,6 +46,7 @@ from toolq.protocol import (
 )
 from toolq.store import arq_link, deliveries, keys
 from toolq.store.arq_link import connect
+from toolq.store.job_index import INDEX_KEEP
 from toolq.store.records import JobRecord
 from toolq.store.scripts import Script
 from toolq.store.thread_ending import ending_messages
@@ -163,6 +164,7 @@ class JobStore:
         # off, they go straight onto arq's queue, first in first out. The front doors (the
         # gateway, the SDK's Redis mode) turn it on; the store alone is arq's plain queue.
         self.fair = fair
+        self.index_keep = INDEX_KEEP  # jobs each recent-jobs index keeps (toolq/store/job_index.py)
         self._emit = Script(redis, "emit")
         self._job_event = Script(redis, "job_event")
         self._pause = Script(redis, "pause")
@@ -232,6 +234,9 @@ class JobStore:
             max_running=(policy.max_running or 0) if policy else None,
             job_tokens=policy.job_tokens if policy else None,
             fair_prefix=keys.FAIR_PREFIX,
+            tenant_jobs=keys.tenant_jobs(tenant),
+            all_jobs=keys.JOBS_ALL,
+            index_keep=self.index_keep,
         )
         if code == -1:
             assert model is not None and max_queue_depth is not None

@@ -225,3 +225,13 @@ def threads(tenant: str) -> str:
 
 
 CANCEL_PREFIX = f"{PREFIX}:cancel:"  # thread_run.lua builds a run's cancel key from it: see cancel()
+
+
+# The recent-jobs indexes the dashboard lists (toolq/store/job_index.py), written with each new
+# job by submit.lua and thread_run.lua (lua/job_index.lua): job id -> submit time (ms).
+JOBS_ALL = f"{PREFIX}:index:jobs"
+
+
+def tenant_jobs(tenant: str) -> str:
+    """Sorted set: a tenant's newest jobs by submit time (members whose record expired are stale)."""
+    return f"{JOBS_ALL}:{tenant}"

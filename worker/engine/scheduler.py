@@ -156,6 +156,8 @@ class Scheduler:
             slot.busy, slot.last_used = True, self._clock
             seq.slot = slot
             seq.cached = placement.keep
+            self.stats.prompt_tokens += len(seq.prompt)
+            self.stats.cached_tokens += placement.keep
             seq.pending = seq.prompt[placement.keep :]
             try:
                 seq.chain = TokenSampler.chain(seq.request.temperature, seq.seed)

@@ -13,6 +13,7 @@
 -- include: arq_enqueue.lua
 -- include: fair_keys.lua
 -- include: fair_enqueue.lua
+-- include: job_index.lua
 --
 -- KEYS[1] job                the new job's record (hash)
 -- KEYS[2] log                the new job's event stream
@@ -30,6 +31,8 @@
 -- KEYS[14] seq_key           the model's arrival counter
 -- KEYS[15] weights           tenant -> weight (hash)
 -- KEYS[16] caps              tenant -> most jobs running at once (hash)
+-- KEYS[17] tenant_jobs       the tenant's recent jobs (sorted set: job id -> submit ms; job_index.lua)
+-- KEYS[18] all_jobs          every tenant's recent jobs (the same)
 -- ARGV[1] job_id             the new job's id
 -- ARGV[2] request            the request JSON
 -- ARGV[3] model              the model; '' only hands back the job the key names
@@ -53,6 +56,7 @@
 -- ARGV[21] job_tokens        the job's token cap, kept in its record; '' none
 -- ARGV[22] fair_prefix       toolq.store.keys.FAIR_PREFIX
 -- ARGV[23] webhook           the job's webhook JSON {"url", "events"} (webhook_record.lua); '' none
+-- ARGV[24] index_keep        how many jobs each recent-jobs index keeps
 --
 -- Returns {1, job id} created, {0, job id} the job the key already names, {-1, depth} the queue
 -- is at max_depth, {-2, ''} no model was given and the key names no job.
@@ -76,6 +80,7 @@ redis.call('HSET', job, 'request', request, 'model', model, 'tenant', tenant, 's
            'attempt', 1, 'seq', 1, 'created_ms', created_ms, 'priority', priority)
 if job_tokens ~= '' then redis.call('HSET', job, 'job_tokens', job_tokens) end
 if webhook ~= '' then redis.call('HSET', job, 'webhook', webhook) end
+index_job(tenant_jobs, all_jobs, job_id, created_ms, index_keep)
 local ev = head .. '1' .. tail
 redis.call('XADD', log, 'MAXLEN', '~', maxlen, '1-0', 'e', ev)
 redis.call('PUBLISH', job_channel, ev)

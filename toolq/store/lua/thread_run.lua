@@ -13,6 +13,7 @@
 -- include: now.lua
 -- include: arq_enqueue.lua
 -- include: thread_turns.lua
+-- include: job_index.lua
 --
 -- KEYS[1] thread          the thread's hash
 -- KEYS[2] waiting         the thread's waiting runs (sorted set)
@@ -21,6 +22,8 @@
 -- KEYS[5] log             the new run's event stream
 -- KEYS[6] job_channel     pub/sub channel of the new run's events
 -- KEYS[7] all_channel     pub/sub channel of every job's events
+-- KEYS[8] tenant_jobs     the tenant's recent jobs (job_index.lua)
+-- KEYS[9] all_jobs        every tenant's recent jobs
 -- ARGV[1] thread_id       the thread's id
 -- ARGV[2] tenant          the caller's tenant: another tenant's thread is not found
 -- ARGV[3] job_id          the new run's job id
@@ -46,6 +49,7 @@
 -- ARGV[23] wake           the model's wake list
 -- ARGV[24] wake_backlog   how many wake tokens the wake list keeps
 -- ARGV[25] lead           how many messages req_head holds (instructions, kept out of the thread)
+-- ARGV[26] index_keep     how many jobs each recent-jobs index keeps
 --
 -- Returns {1, ''} started, {2, active} waiting behind the active run, {3, active} waiting while
 -- the active run is being stopped, {-1, active} rejected, {-3, ''} no such thread.
@@ -74,6 +78,7 @@ redis.call('XADD', log, 'MAXLEN', '~', maxlen, '1-0', 'e', ev)
 redis.call('PUBLISH', job_channel, ev)
 redis.call('PUBLISH', all_channel, ev)
 redis.call('RPUSH', runs, job_id)
+index_job(tenant_jobs, all_jobs, job_id, created_ms, index_keep)
 
 local code = 1
 if active == '' then
