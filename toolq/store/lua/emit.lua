@@ -14,6 +14,7 @@
 -- include: fair_keys.lua
 -- include: webhook_record.lua
 -- include: arq_enqueue.lua
+-- include: fair_enqueue.lua
 -- include: thread_turns.lua
 -- include: thread_end.lua
 --
