@@ -172,6 +172,33 @@ async def test_usage_is_counted_once_per_job(store):
     assert await FairQueue(store.redis).running(["a"]) == {"a": 0}
 
 
+async def test_a_rounds_tokens_count_in_the_windows_with_its_checkpoint_and_once(store):
+    """A long job's rounds count against the minute and day budgets while it runs, each token
+    once: a checkpoint carries the job's figures so far, a repeat of them (an attempt resumed from
+    that checkpoint) adds nothing, and the terminal event adds the rest and the job's totals."""
+    job_id, _ = await store.submit(req(), model=MODEL, tenant="a")
+    await FairQueue(store.redis).dispatch(MODEL, 1)
+    first = Usage(prompt_tokens=20, completion_tokens=5)
+    for _ in range(2):  # the second: the same checkpoint written again by a resumed attempt
+        await store.emit(job_id, EventType.tool_result, {}, checkpoint={"usage": first.model_dump()}, usage=first)
+        u = await read_usage(store.redis, "a")
+        assert (u.minute_tokens, u.day_tokens, u.tokens, u.jobs) == (25, 25, 0, 0)
+    await store.emit(job_id, EventType.tool_call, {}, usage=Usage(prompt_tokens=99))  # no checkpoint: not counted
+    assert (await read_usage(store.redis, "a")).minute_tokens == 25
+    used = Usage(prompt_tokens=30, completion_tokens=12)
+    result = JobResult(job_id=job_id, status=JobStatus.succeeded, finish_reason="stop", usage=used)
+    await store.emit(job_id, EventType.final, {}, result=result, usage=used)
+    u = await read_usage(store.redis, "a")
+    assert (u.minute_tokens, u.day_tokens, u.tokens, u.prompt_tokens, u.completion_tokens, u.jobs) == (
+        42,
+        42,
+        42,
+        30,
+        12,
+        1,
+    )
+
+
 async def test_a_threads_runs_take_their_tenants_fair_turn(store):
     """A thread's run, the first and the one after it, waits in its tenant's set like a submitted
     job: a flood from another tenant does not hold it back, and its policy is recorded."""
