@@ -39,29 +39,37 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, round(p / 100 * (len(s) - 1)))]
 
 
+async def pickup_one(store: JobStore, text: str, model: str = "scripted") -> tuple[float, float]:
+    """One job's pickup with the worker idle: (``queued`` to ``started`` on the events' clock,
+    submit call to ``started`` read back at the client), in ms."""
+    await asyncio.sleep(0.02)  # the worker is idle and waiting, as in production
+    t0 = time.perf_counter()
+    job_id, _ = await store.submit(
+        JobRequest(messages=[Message(role="user", content=text)], tool_choice="none"), model=model
+    )
+    queued = started = None
+    t_started = None
+    async for ev in store.follow(job_id):
+        if ev.type == EventType.queued:
+            queued = ev.ts
+        if ev.type == EventType.started:
+            started, t_started = ev.ts, time.perf_counter()
+        if ev.terminal:
+            break
+    assert queued is not None and started is not None and t_started is not None
+    return float(started - queued), (t_started - t0) * 1000
+
+
 async def pickup(url: str, jobs: int, fair: bool = False) -> tuple[list[float], list[float]]:
     """``fair``: submit through the fair-share waiting sets (toolq/store/fair.py), as the gateway does."""
     store = JobStore.from_url(url, fair=fair)
     server_side, client_side = [], []
     try:
         for i in range(jobs + 3):
-            await asyncio.sleep(0.02)  # the worker is idle and waiting, as in production
-            t0 = time.perf_counter()
-            job_id, _ = await store.submit(
-                JobRequest(messages=[Message(role="user", content=f"job {i}")], tool_choice="none"), model="scripted"
-            )
-            queued = started = None
-            t_started = None
-            async for ev in store.follow(job_id):
-                if ev.type == EventType.queued:
-                    queued = ev.ts
-                if ev.type == EventType.started:
-                    started, t_started = ev.ts, time.perf_counter()
-                if ev.terminal:
-                    break
+            srv, cli = await pickup_one(store, f"job {i}")
             if i >= 3:  # the first jobs warm connections up
-                server_side.append(float(started - queued))
-                client_side.append((t_started - t0) * 1000)
+                server_side.append(srv)
+                client_side.append(cli)
     finally:
         await store.close()
     return server_side, client_side

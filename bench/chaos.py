@@ -12,6 +12,11 @@ What runs:
   the one tool of tests/support/chaos_tools.py, which counts its executions in Redis;
 - jobs submitted at a steady rate through JobStore.submit, each with an idempotency key, so a
   submission that fails while Redis is down is retried without ever making a second job;
+- with ``--fair``, instead: two gateway processes in front, and jobs from four tenants in two
+  phases (bench/chaos_fair.py): weights 3:1 under saturation, then a flood from tenant A with
+  tenant B's probes behind it; the soak then also prints the fairness figures measured from the
+  jobs' events, B's wait (in mean job durations, target <= 2) and the start shares' error
+  (target within 5 points of 75/25), and fails when a target is missed;
 - every ``--kill-every-s`` (jittered) a random worker is SIGKILLed and a new one started;
 - once, when half the jobs are submitted, Redis is stopped (SIGKILL by default), left down for
   ``--redis-down-s`` and started again on the same port and folder.
@@ -29,6 +34,7 @@ Every process it starts (workers, redis-server) is stopped on the way out, on Ct
 
 Run: .venv/bin/python bench/chaos.py [--jobs 300] [--workers 3] [--kill-every-s 3] [--seed 1]
      .venv/bin/python bench/chaos.py --short      (about 40 jobs, one kill, one Redis restart)
+     .venv/bin/python bench/chaos.py --fair [--short]  (1005 jobs, or 303 and 4 kills)
 """
 
 from __future__ import annotations
@@ -51,7 +57,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from bench import chaos_fair
+from bench.chaos_fair import FairFigures, FairPlan
 from tests.support.chaos_tools import ran_key, runs_key
+from tests.support.gateways import GatewayProcess
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import JobRequest, Message
@@ -81,11 +90,28 @@ class Options:
     submit_retry_s: float = 60.0  # how long one submission is retried before it is given up
     drain_timeout_s: float = 120.0  # how long to wait, after the last submission, for every job to end
     keep_logs: bool = False
-    fair: bool = False  # submit through fair share (toolq/store/fair.py), the jobs spread over 3 tenants
+    fair: bool = False  # fair share through gateways, in bench/chaos_fair.py's phases
+    plan: FairPlan = field(default_factory=FairPlan)  # with fair: the tenants' jobs (jobs is their sum)
+    gateways: int = 2  # with fair: gateway processes the jobs are submitted through
 
 
-def short_options(seed: int = 1) -> Options:
-    """The quick form for the test suite: 40 jobs, one kill, one Redis restart, well under a minute."""
+def short_options(seed: int = 1, fair: bool = False) -> Options:
+    """The quick form for the test suite: 40 jobs, one kill, one Redis restart, well under a minute.
+    ``fair``: bench/chaos_fair.py's short plan (303 jobs through 2 gateways), four kills."""
+    if fair:
+        plan = chaos_fair.short_plan()
+        return Options(
+            jobs=plan.jobs,
+            workers=3,
+            kill_every_s=4.0,
+            seed=seed,
+            max_kills=3,  # on the schedule, mostly in phase 1; one more as the flood goes in
+            redis_down_s=1.5,
+            drain_timeout_s=90.0,
+            submit_retry_s=30.0,
+            fair=True,
+            plan=plan,
+        )
     return Options(
         jobs=40,
         workers=3,
@@ -121,6 +147,8 @@ class Report:
     redis_stopped_at: float | None = None
     redis_down_for_s: float | None = None
     redis_start_s: float | None = None  # from starting redis-server to its first PONG
+    redis_outage_ms: tuple[int, int] | None = None  # wall clock (ms) of the stop and of the first PONG
+    fairness: FairFigures | None = None  # with --fair
     aof_bytes: int = 0
     drained: bool = False
     elapsed_s: float = 0.0
@@ -134,6 +162,7 @@ class Report:
             + len(self.tools_twice)
             + len(self.seq_gaps)
             + self.duplicate_jobs
+            + (len(self.fairness.misses()) if self.fairness else 1 if self.options.fair else 0)
         )
 
     def text(self) -> str:
@@ -170,6 +199,9 @@ class Report:
             f"all jobs ended in time       {'yes' if self.drained else 'NO'}",
             f"elapsed                      {self.elapsed_s:.1f} s",
         ]
+        if self.fairness is not None:
+            lines += self.fairness.lines()
+            lines += [f"  fairness target missed: {m}" for m in self.fairness.misses()]
         lines += self.details + [f"  {x}" for x in self.foreign_exits]
         lines.append("RESULT: " + ("ok" if self.failures == 0 else f"FAILED ({self.failures})"))
         return "\n".join(lines)
@@ -282,8 +314,7 @@ async def submit_one(store: JobStore, marker: str, opts: Options, report: Report
     deadline = time.monotonic() + opts.submit_retry_s
     while True:
         try:
-            tenant = f"t{sum(map(ord, marker)) % 3}"  # under --fair, three tenants share the fleet
-            job_id, _ = await store.submit(job_request(marker), model=MODEL, tenant=tenant)
+            job_id, _ = await store.submit(job_request(marker), model=MODEL)
             return job_id
         except (RedisError, OSError):
             report.submit_retries += 1
@@ -324,11 +355,14 @@ async def chaos(
     half: asyncio.Event,
     calm: asyncio.Event,
     t0: float,
+    flood: asyncio.Event | None = None,
 ) -> None:
     """Kill workers on a jittered schedule until ``calm`` is set, restart Redis once when ``half``
-    is set, and replace workers that exited on their own, until cancelled."""
+    is set, kill one more worker when ``flood`` is set (--fair: as tenant A's flood goes in, so
+    B's probes run on a fleet short of a worker), and replace workers that exited on their own,
+    until cancelled."""
     next_kill = time.monotonic() + opts.kill_every_s * rng.uniform(0.5, 1.5)
-    restarted = False
+    restarted = flooded = False
     while True:
         await asyncio.sleep(0.1)
         fleet.check()
@@ -337,9 +371,13 @@ async def chaos(
         if now >= next_kill and may_kill:
             fleet.kill_one(rng)
             next_kill = now + opts.kill_every_s * rng.uniform(0.5, 1.5)
+        if flood is not None and flood.is_set() and not flooded:
+            flooded = True
+            fleet.kill_one(rng)
         if half.is_set() and not restarted:
             restarted = True
             stopped = time.monotonic()
+            stopped_ms = int(time.time() * 1000)
             report.redis_stopped_at = stopped - t0
             server.kill() if opts.redis_stop == "kill" else server.stop()
             await asyncio.sleep(opts.redis_down_s)
@@ -347,6 +385,7 @@ async def chaos(
             await asyncio.to_thread(server.start)  # returns once it answers PING
             report.redis_start_s = time.monotonic() - started
             report.redis_down_for_s = time.monotonic() - stopped
+            report.redis_outage_ms = (stopped_ms, int(time.time() * 1000))
 
 
 async def wait_all_ended(r: aioredis.Redis, job_ids: list[str], timeout: float) -> bool:
@@ -414,15 +453,32 @@ async def soak(opts: Options, server: RedisServer, report: Report, t0: float) ->
     markers = [marker_of(opts.seed, i) for i in range(opts.jobs)]
     rules_path = write_rules(rules_for(markers, opts.tool_wait_ms), token_delay_s=opts.token_delay_s)
     fleet = Fleet(server.url, opts.workers, rules_path, opts.max_jobs, report, t0)
-    store = JobStore.from_url(server.url, fair=opts.fair)
+    store = JobStore.from_url(server.url)
     r = aioredis.Redis.from_url(server.url)
+    gateways: list[GatewayProcess] = []
+    front: chaos_fair.GatewayFront | None = None
+    tenant_of = dict(zip(markers, chaos_fair.tenants_in_order(opts.plan), strict=True)) if opts.fair else {}
+    marks: dict[str, tuple[float, float]] = {}
     try:
         fleet.wait_ready()
+        if opts.fair:
+            gateways = [GatewayProcess(server.url, env=chaos_fair.gateway_env()) for _ in range(opts.gateways)]
+            for g in gateways:
+                g.wait_ready()
+            front = chaos_fair.GatewayFront([g.url for g in gateways], opts.submit_retry_s)
         jobs: dict[str, str] = {}
-        half, calm = asyncio.Event(), asyncio.Event()
-        chaos_task = asyncio.create_task(chaos(fleet, server, opts, report, rng, half, calm, t0))
+        half, calm, flood = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        chaos_task = asyncio.create_task(
+            chaos(fleet, server, opts, report, rng, half, calm, t0, flood if opts.fair else None)
+        )
         try:
-            await submit_all(store, markers, opts, report, jobs, half)
+            if front is not None:
+                bodies = [(m, tenant_of[m], job_request(m).model_dump(mode="json", exclude_none=True)) for m in markers]
+                await chaos_fair.submit_phases(front, bodies, opts.plan, r, jobs, half, flood, marks, t0)
+                report.submitted = len(jobs)
+                report.submit_retries, report.not_acknowledged = front.retries, front.given_up
+            else:
+                await submit_all(store, markers, opts, report, jobs, half)
             calm.set()  # no more kills: let every job end
             report.drained = await wait_all_ended(r, list(jobs.values()), opts.drain_timeout_s)
         finally:
@@ -432,8 +488,19 @@ async def soak(opts: Options, server: RedisServer, report: Report, t0: float) ->
         if server.proc is None:
             await asyncio.to_thread(server.start)
         await verify(r, jobs, report)
+        if opts.fair:
+            report.fairness = await chaos_fair.measure(
+                r, opts.plan, jobs, tenant_of, report.redis_outage_ms, report.submit_retries, marks
+            )
         report.aof_bytes = await asyncio.to_thread(_aof_bytes, Path(server.dir))
     finally:
+        if front is not None:
+            await front.close()
+        for g in gateways:
+            if g.proc.poll() is not None:
+                report.foreign_exits.append(f"gateway pid {g.proc.pid} exited {g.proc.returncode}  [log {g.log.name}]")
+            g.stop()
+            g.log.close()
         await store.close()
         await r.aclose()
         kept = fleet.close(opts.keep_logs or report.failures > 0 or bool(report.foreign_exits))
@@ -486,7 +553,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         "--kill-every-s",
         type=float,
         default=None,
-        help=f"mean seconds between worker kills (default {d.kill_every_s:g})",
+        help=f"mean seconds between worker kills (default {d.kill_every_s:g}; --fair: 8)",
     )
     p.add_argument(
         "--seed",
@@ -544,7 +611,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument(
         "--fair",
         action="store_true",
-        help="submit through fair share between three tenants (toolq/store/fair.py) instead of FIFO",
+        help="fair share: jobs of four tenants through 2 gateways, and the fairness figures (bench/chaos_fair.py)",
     )
     p.add_argument(
         "--keep-logs",
@@ -552,14 +619,21 @@ def parse_args(argv: list[str] | None = None) -> Options:
         help="keep the worker logs and the Redis folder",
     )
     a = p.parse_args(argv)
-    o = short_options(a.seed) if a.short else Options(seed=a.seed)
+    if a.short:
+        o = short_options(a.seed, a.fair)
+    elif a.fair:
+        # through gateways, a submit needs a live worker (503 otherwise): kills every 3 s on a
+        # loaded machine, where a worker takes 10-20 s to start, leave none for long stretches
+        o = Options(seed=a.seed, fair=True, kill_every_s=8.0, submit_retry_s=180.0, drain_timeout_s=300.0)
+    else:
+        o = Options(seed=a.seed)
     o.workers, o.max_jobs, o.redis_stop, o.appendfsync = (
         a.workers,
         a.max_jobs,
         a.redis_stop,
         a.appendfsync,
     )
-    o.tool_wait_ms, o.keep_logs, o.fair = a.tool_wait_ms, a.keep_logs, a.fair
+    o.tool_wait_ms, o.keep_logs = a.tool_wait_ms, a.keep_logs
     for name in (
         "jobs",
         "kill_every_s",
@@ -569,6 +643,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
     ):
         if getattr(a, name) is not None:
             setattr(o, name, getattr(a, name))
+    if o.fair:
+        o.jobs = o.plan.jobs  # the plan decides how many jobs each tenant submits; --jobs does not apply
     if o.jobs < 1 or o.workers < 1 or o.kill_every_s <= 0 or o.submit_rate <= 0:
         p.error("--jobs, --workers, --kill-every-s and --submit-rate must be positive")
     return o

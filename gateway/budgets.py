@@ -1,7 +1,7 @@
 """Token budgets per tenant at submission: a tenant whose jobs used up its ``tokens_per_minute``
 or ``tokens_per_day`` (toolq/tenants.py) gets a 429 naming the budget, with ``Retry-After`` the
-seconds until that window ends. Usage is what the workers counted as jobs ended
-(toolq/store/usage.py), so the jobs in flight when a budget is reached still finish."""
+seconds until that window ends. Usage is what the workers counted, round by round
+(toolq/store/usage.py); the jobs in flight when a budget is reached still finish."""
 
 from __future__ import annotations
 

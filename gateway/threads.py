@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Path, Query
 
 from gateway.auth import Tenant
+from gateway.budgets import check_budgets
 from gateway.limits import apply_caps
 from gateway.state import GatewayState, State
 from toolq.api import ErrorBody
@@ -18,6 +19,7 @@ from toolq.errors import RunActive, ThreadNotFoundError
 from toolq.protocol import JobStatus
 from toolq.store import keys
 from toolq.store.threads import RunRejected, ThreadInfo, ThreadNotFound, ThreadStore
+from toolq.tenants import policy_of
 from toolq.thread_api import (
     MAX_PAGE,
     MessagePage,
@@ -173,6 +175,7 @@ async def create_run(
     with by ``multitask_strategy``; follow the run at /v1/jobs/{job_id}/events."""
     job = body.job()
     apply_caps(job, state.settings)
+    await check_budgets(state, tenant)
     model = (await state.fleet.get()).resolve(job)
     try:
         placed = await threads_of(state).run(
@@ -182,6 +185,7 @@ async def create_run(
             model=model,
             strategy=body.multitask_strategy,
             keep_partial=body.partial_history,
+            policy=policy_of(state.settings.tenants, tenant),
         )
     except ThreadNotFound:
         raise not_found(thread_id) from None

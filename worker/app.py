@@ -106,7 +106,8 @@ def create_worker(
             max_jobs=max_jobs,
         )
         holder["state"] = state
-        holder["fair"] = FairQueue(redis)
+        if settings.fair_share:
+            holder["fair"] = FairQueue(redis)
         state.background.append(asyncio.create_task(heartbeat(state)))
         state.background.append(asyncio.create_task(services.keep_fresh()))
         log.info(

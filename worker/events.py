@@ -20,10 +20,15 @@ from toolq.payloads import (
 from toolq.protocol import JobResult, JobStatus, ToolCall, Where
 from toolq.store.jobstore import JobStore
 from worker import metrics
+from worker.conversation.state import checkpoint_usage
 from worker.formats.streaming import TurnDelta, TurnReader
 
 
 class EventLog:
+    """A checkpoint carries the job's token figures so far, and goes out with them: the store
+    counts a round's tokens against its tenant's minute and day budgets with the checkpoint that
+    holds them (toolq/store/lua/emit.lua), not only when the job ends."""
+
     def __init__(self, store: JobStore, job_id: str, attempt: int, *, lease_ms: int):
         self.store = store
         self.job_id = job_id
@@ -61,7 +66,7 @@ class EventLog:
         data = ToolCallData(id=call.id, name=call.name, arguments=call.arguments, iteration=iteration, where=where)
         if awaiting:
             data.awaiting = awaiting  # "client" or "approval": the job pauses for its caller
-        return await self._emit(data, checkpoint=checkpoint)
+        return await self._emit(data, checkpoint=checkpoint, usage=checkpoint_usage(checkpoint))
 
     async def tool_result(
         self,
@@ -89,7 +94,7 @@ class EventLog:
             executed=executed,
             where=where,
         )
-        return await self._emit(data, checkpoint=checkpoint)
+        return await self._emit(data, checkpoint=checkpoint, usage=checkpoint_usage(checkpoint))
 
     async def end(self, data: FinalData | ErrorData | CancelledData, result: JobResult) -> int:
         """The terminal event with the job's result."""

@@ -83,6 +83,10 @@ class WorkerSettings(BaseSettings):
     heartbeat_ms: int = Field(default=500, ge=50)
     poll_delay_s: float = Field(default=0.5, gt=0)  # arq's queue poll; wake tokens make pickup immediate
     wake_on_enqueue: bool = True  # off: plain arq polling (benchmarks compare the two)
+    # Fair share (toolq/store/fair.py): before each look at arq's queue, ask dispatch.lua for
+    # the jobs due next. Off (with the gateways' TOOLQ_FAIR_SHARE off too): arq's queue alone,
+    # one round trip fewer per pickup; jobs left in the waiting sets would not start.
+    fair_share: bool = True
     shutdown_grace_s: float = Field(default=10.0, ge=0)  # SIGTERM: let the running job finish this long
     event_ttl_s: int = Field(default=24 * 3600, ge=1)  # streams and results expire after the end
     stream_maxlen: int = Field(default=10_000, ge=100)

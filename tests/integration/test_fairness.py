@@ -10,19 +10,17 @@ import json
 import statistics
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import httpx
 import redis as sync_redis
 
 from gateway.settings import GatewaySettings
-from tests.integration.gateway_support import asgi_client
+from tests.integration.gateway_support import asgi_client, register_fake_worker
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import JobRequest, Message
 from toolq.store import keys
-from toolq.store.jobstore import JobStore
-from toolq.tenants import TenantPolicy
 
 MODEL = "scripted"
 
@@ -65,62 +63,86 @@ def wait_until(check, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-async def submit(store: JobStore, tenant: str, n: int, policy: TenantPolicy | None = None, **kw) -> list[str]:
-    return [(await store.submit(req(**kw), model=MODEL, tenant=tenant, policy=policy))[0] for _ in range(n)]
-
-
 def run(coro):
     return asyncio.run(coro)
 
 
-async def fair_store(redis_url: str) -> JobStore:
-    return JobStore.from_url(redis_url, fair=True)
+KEYS = {"ka": "a", "kb": "b"}
+
+
+def gateway_settings(redis_url: str, tenants: dict | None = None, keys_: dict[str, str] = KEYS) -> GatewaySettings:
+    return GatewaySettings(
+        redis_url=redis_url,
+        registry_cache_s=0,
+        api_keys=keys_,
+        tenants=json.dumps(tenants or {}),
+        max_queue_depth=100_000,
+    )
+
+
+@asynccontextmanager
+async def two_gateways(settings: GatewaySettings) -> AsyncIterator[list[httpx.AsyncClient]]:
+    async with asgi_client(settings) as g1, asgi_client(settings) as g2:
+        yield [g1, g2]
+
+
+async def post_jobs(gws: list[httpx.AsyncClient], key: str, n: int, concurrency: int = 8, **kw) -> list[str]:
+    """Submit n jobs with ``key``'s tenant, alternating between the gateways; ids in submit order."""
+    sem = asyncio.Semaphore(concurrency)
+    body = req(**kw).model_dump(mode="json")
+
+    async def one(i: int) -> str:
+        async with sem:
+            resp = await gws[i % len(gws)].post("/v1/jobs", json=body, headers={"X-API-Key": key})
+        assert resp.status_code == 202, resp.text
+        return resp.json()["job_id"]
+
+    out = []
+    for i in range(0, n, concurrency):  # in batches, so the ids keep their submit order
+        out += await asyncio.gather(*(one(j) for j in range(i, min(n, i + concurrency))))
+    return out
 
 
 def test_a_flood_of_500_does_not_hold_back_another_tenants_job(redis_url):
     r = sync_redis.Redis.from_url(redis_url)
-    # one worker of two slots, as in the issue's measurement; a job takes about 60 ms
-    with workers(redis_url, job_rules(80, 0.003), n=1, slots=2):
+    # 3 workers of two slots behind 2 gateways; a job takes about 250 ms, so the fleet needs
+    # about 20 s for the flood and it is still waiting, well saturated, when b submits
+    with workers(redis_url, job_rules(200, 0.005), n=3, slots=2):
 
         async def go() -> tuple[list[str], str]:
-            store = await fair_store(redis_url)
-            try:
-                flood = await submit(store, "a", 500)
-                await asyncio.sleep(1.0)  # the flood is running: the queue is saturated
-                [b] = await submit(store, "b", 1)
+            async with two_gateways(gateway_settings(redis_url)) as gws:
+                flood = await post_jobs(gws, "ka", 500, concurrency=16)
+                await asyncio.sleep(1.0)
+                [b] = await post_jobs(gws[1:], "kb", 1)
                 return flood, b
-            finally:
-                await store.close()
 
         flood, b = run(go())
-        wait_until(lambda: first_ts(events(r, b), "final") is not None, 30, "b's job to end")
+        wait_until(lambda: first_ts(events(r, b), "final") is not None, 60, "b's job to end")
         b_evs = events(r, b)
-        b_wait = first_ts(b_evs, "started") - first_ts(b_evs, "queued")
-        durations = []
+        b_queued, b_wait = first_ts(b_evs, "queued"), first_ts(b_evs, "started") - first_ts(b_evs, "queued")
+        durations, behind = [], 0
         for job_id in flood:
             evs = events(r, job_id)
             s, f = first_ts(evs, "started"), first_ts(evs, "final")
+            if s is None or s > b_queued:
+                behind += 1
             if s is not None and f is not None:
                 durations.append(f - s)
         mean = statistics.mean(durations)
-        ran_a = len(durations)
-    print(f"b waited {b_wait} ms behind a's flood; a job takes {mean:.1f} ms on average ({ran_a} of a's ran)")
-    assert ran_a < 500  # a's flood was still waiting when b's job started
+    print(f"b waited {b_wait} ms behind a's flood ({behind} of a's jobs waiting); a job takes {mean:.1f} ms")
+    assert behind > 100  # a's flood was still waiting when b's job was submitted
     assert b_wait <= 2 * mean, (b_wait, mean)
 
 
 def test_weights_3_to_1_give_start_shares_of_75_25_over_400_jobs(redis_url):
     r = sync_redis.Redis.from_url(redis_url)
+    settings = gateway_settings(redis_url, {"a": {"weight": 3}, "b": {"weight": 1}})
+    # the backlogs are in before any worker starts; till then the gateways see a registry entry
+    register_fake_worker(redis_url, MODEL, [], ttl_s=30)
 
     async def go() -> dict[str, list[str]]:
-        store = await fair_store(redis_url)
-        try:  # both backlogs outlast the first 400 starts
-            return {
-                "a": await submit(store, "a", 340, TenantPolicy(weight=3)),
-                "b": await submit(store, "b", 140, TenantPolicy(weight=1)),
-            }
-        finally:
-            await store.close()
+        async with two_gateways(settings) as gws:  # both backlogs outlast the first 400 starts
+            return {"a": await post_jobs(gws, "ka", 340), "b": await post_jobs(gws, "kb", 140)}
 
     jobs = run(go())
     started: list[tuple[int, str]] = []
@@ -138,21 +160,32 @@ def test_weights_3_to_1_give_start_shares_of_75_25_over_400_jobs(redis_url):
 
 def test_a_tenants_higher_priority_jobs_start_first(redis_url):
     r = sync_redis.Redis.from_url(redis_url)
-    with workers(redis_url, job_rules(200, 0.01), n=1, slots=1):  # a job takes about 0.5 s
+    # 3 workers of one slot, a job about 1.5 s: three of a's jobs fill the fleet (started a
+    # moment apart, so no two later starts share a millisecond), then a's low and high priority
+    # jobs and b's wait; a's high ones start before its low ones, and b keeps its turns between
+    # them (priority does not change whose turn it is)
+    with workers(redis_url, job_rules(600, 0.01), n=3, slots=1):
 
-        async def go() -> tuple[list[str], list[str]]:
-            store = await fair_store(redis_url)
-            try:
-                await submit(store, "a", 1)  # takes the only slot
-                await asyncio.sleep(0.3)
-                return await submit(store, "a", 3, priority=1), await submit(store, "a", 3, priority=8)
-            finally:
-                await store.close()
+        async def go() -> tuple[list[str], list[str], list[str]]:
+            async with two_gateways(gateway_settings(redis_url)) as gws:
+                fill = []
+                for _ in range(3):
+                    fill += await post_jobs(gws, "ka", 1)
+                    await asyncio.sleep(0.1)
+                wait_until(lambda: all(first_ts(events(r, j), "started") for j in fill), 10, "the fleet to fill")
+                low = await post_jobs(gws, "ka", 3, concurrency=1, priority=1)
+                high = await post_jobs(gws, "ka", 3, concurrency=1, priority=8)
+                other = await post_jobs(gws, "kb", 3, concurrency=1)
+                assert not any(first_ts(events(r, j), "started") for j in low), "a slot freed too soon"
+                return low, high, other
 
-        low, high = run(go())
-        wait_until(lambda: all(first_ts(events(r, j), "final") for j in low), 30, "every job to end")
-    order = sorted((first_ts(events(r, j), "started"), j) for j in low + high)
-    assert [j for _, j in order] == high + low
+        low, high, other = run(go())
+        every = low + high + other
+        wait_until(lambda: all(first_ts(events(r, j), "final") for j in every), 60, "every job to end")
+    order = [j for _, j in sorted((first_ts(events(r, j), "started"), j) for j in low + high)]
+    assert order == high + low
+    b_first = min(first_ts(events(r, j), "started") for j in other)
+    assert b_first < max(first_ts(events(r, j), "started") for j in high)  # b did not wait behind a's priority 8
 
 
 def test_a_running_cap_holds_with_3_workers_and_2_gateways(redis_url):
@@ -210,17 +243,18 @@ def test_each_budget_refuses_or_ends_the_job(redis_url):
         tenants=tenants,
     )
     body = req().model_dump(mode="json")
-    with workers(redis_url, job_rules(400, 0.0), n=1, slots=2):
+    say_go = {"role": "user", "content": "go"}
+    with workers(redis_url, job_rules(400, 0.0), n=3, slots=2):
 
         async def go() -> None:
-            async with asgi_client(settings) as c:
+            async with two_gateways(settings) as (c, c2):
                 for key, budget in (("km", "tokens_per_minute"), ("kd", "tokens_per_day")):
                     h = {"X-API-Key": key}
                     first = await c.post("/v1/jobs", json=body, headers=h)
                     assert first.status_code == 202
                     ended = await c.get(f"/v1/jobs/{first.json()['job_id']}/events", headers=h)  # follows it to its end
                     assert ended.status_code == 200 and '"final"' in ended.text
-                    refused = await c.post("/v1/jobs", json=body, headers=h)
+                    refused = await c2.post("/v1/jobs", json=body, headers=h)  # the other gateway knows
                     assert refused.status_code == 429, refused.text
                     err = refused.json()["error"]
                     assert err["code"] == "budget_exhausted" and err["field"] == budget
@@ -228,9 +262,13 @@ def test_each_budget_refuses_or_ends_the_job(redis_url):
                     assert 1 <= int(refused.headers["retry-after"]) <= (60 if budget == "tokens_per_minute" else 86400)
                     usage = (await c.get("/v1/usage", headers=h)).json()
                     assert usage["tokens"] > 10 and usage["jobs"] == 1
+                    # a thread's run is a job like any other: the same 429
+                    tid = (await c.post("/v1/threads", json={}, headers=h)).json()["id"]
+                    refused = await c2.post(f"/v1/threads/{tid}/runs", json={"messages": [say_go]}, headers=h)
+                    assert refused.status_code == 429 and refused.json()["error"]["field"] == budget, refused.text
 
                 h = {"X-API-Key": "kj"}
-                job = (await c.post("/v1/jobs", json=body, headers=h)).json()["job_id"]
+                job = (await c2.post("/v1/jobs", json=body, headers=h)).json()["job_id"]
                 assert (await c.get(f"/v1/jobs/{job}/events", headers=h)).status_code == 200
                 view = (await c.get(f"/v1/jobs/{job}", headers=h)).json()
                 assert view["status"] == "failed"
@@ -238,8 +276,52 @@ def test_each_budget_refuses_or_ends_the_job(redis_url):
                 used = view["result"]["usage"]
                 assert used["prompt_tokens"] + used["completion_tokens"] > 30
                 assert "job_tokens" in view["result"]["error"]["message"]
-                metrics = (await c.get("/metrics")).text
-                assert 'toolq_tenant_refusals_total{reason="tokens_per_minute",tenant="minute"} 1.0' in metrics
-                assert 'toolq_tenant_refusals_total{reason="tokens_per_day",tenant="day"} 1.0' in metrics
+                # and a thread's run carries its tenant's per-job cap
+                tid = (await c.post("/v1/threads", json={}, headers=h)).json()["id"]
+                placed = await c2.post(f"/v1/threads/{tid}/runs", json={"messages": [say_go]}, headers=h)
+                assert placed.status_code == 202, placed.text
+                run_id = placed.json()["job_id"]
+                assert (await c.get(f"/v1/jobs/{run_id}/events", headers=h)).status_code == 200
+                view = (await c.get(f"/v1/jobs/{run_id}", headers=h)).json()
+                assert view["result"]["error"]["code"] == "budget_exceeded", view
+                metrics = (await c2.get("/metrics")).text  # the 429s are each replica's own
+                assert 'toolq_tenant_refusals_total{reason="tokens_per_minute",tenant="minute"} 2.0' in metrics
+                assert 'toolq_tenant_refusals_total{reason="tokens_per_day",tenant="day"} 2.0' in metrics
 
         run(go())
+
+
+def test_metrics_per_tenant_show_waiting_running_started_tokens_and_429s(redis_url):
+    """/metrics per tenant: jobs waiting for a fair turn (per model), running, started, tokens,
+    and the 429s by reason (queue_full here; the budgets' reasons in the test above)."""
+    register_fake_worker(redis_url, MODEL, [])  # the gateway accepts jobs; nothing runs them yet
+    settings = GatewaySettings(
+        redis_url=redis_url, registry_cache_s=0, api_keys={"ka": "a", "kb": "b"}, max_queue_depth=3
+    )
+    body = req().model_dump(mode="json")
+    r = sync_redis.Redis.from_url(redis_url)
+
+    async def go() -> str:
+        async with asgi_client(settings) as c:
+            for key in ("ka", "ka", "kb"):
+                assert (await c.post("/v1/jobs", json=body, headers={"X-API-Key": key})).status_code == 202
+            full = await c.post("/v1/jobs", json=body, headers={"X-API-Key": "kb"})
+            assert full.status_code == 429 and full.json()["error"]["code"] == "queue_full"
+            before = (await c.get("/metrics")).text
+            assert f'toolq_tenant_jobs_waiting{{model="{MODEL}",tenant="a"}} 2.0' in before
+            assert f'toolq_tenant_jobs_waiting{{model="{MODEL}",tenant="b"}} 1.0' in before
+            assert 'toolq_tenant_refusals_total{reason="queue_full",tenant="b"} 1.0' in before
+            # a worker of two slots takes two of them (one each, by the fair turn) and ends them
+            with workers(redis_url, job_rules(40, 0.0), n=1, slots=2):
+                wait_until(lambda: int(r.hget(keys.TENANT_STARTED, "b") or 0) == 1, 30, "b's job to start")
+                wait_until(lambda: sum(int(v) for v in r.hvals(keys.TENANT_STARTED)) == 3, 30, "every job to start")
+                wait_until(lambda: int(r.hget(keys.usage_total("a"), "jobs") or 0) == 2, 30, "a's jobs to end")
+            return (await c.get("/metrics")).text
+
+    after = run(go())
+    assert 'toolq_tenant_jobs_started{tenant="a"} 2.0' in after
+    assert 'toolq_tenant_jobs_started{tenant="b"} 1.0' in after
+    assert 'toolq_tenant_jobs_running{tenant="a"} 0.0' in after
+    assert f'toolq_tenant_jobs_waiting{{model="{MODEL}",tenant="a"}}' not in after  # nothing waits: dropped
+    tokens_a = float(after.split('toolq_tenant_tokens{tenant="a"} ')[1].split()[0])
+    assert tokens_a == float(r.hget(keys.usage_total("a"), "tokens")) and tokens_a > 0

@@ -13,6 +13,7 @@ from toolq.protocol import EventType, JobRequest, JobResult, JobStatus, Message,
 from toolq.store import keys
 from toolq.store.fair import FairQueue
 from toolq.store.jobstore import JobEnded, JobStore, QueueAtLimit
+from toolq.store.threads import ThreadStore
 from toolq.store.usage import read_usage
 from toolq.tenants import TenantPolicy
 
@@ -169,6 +170,58 @@ async def test_usage_is_counted_once_per_job(store):
         1,
     )
     assert await FairQueue(store.redis).running(["a"]) == {"a": 0}
+
+
+async def test_a_rounds_tokens_count_in_the_windows_with_its_checkpoint_and_once(store):
+    """A long job's rounds count against the minute and day budgets while it runs, each token
+    once: a checkpoint carries the job's figures so far, a repeat of them (an attempt resumed from
+    that checkpoint) adds nothing, and the terminal event adds the rest and the job's totals."""
+    job_id, _ = await store.submit(req(), model=MODEL, tenant="a")
+    await FairQueue(store.redis).dispatch(MODEL, 1)
+    first = Usage(prompt_tokens=20, completion_tokens=5)
+    for _ in range(2):  # the second: the same checkpoint written again by a resumed attempt
+        await store.emit(job_id, EventType.tool_result, {}, checkpoint={"usage": first.model_dump()}, usage=first)
+        u = await read_usage(store.redis, "a")
+        assert (u.minute_tokens, u.day_tokens, u.tokens, u.jobs) == (25, 25, 0, 0)
+    await store.emit(job_id, EventType.tool_call, {}, usage=Usage(prompt_tokens=99))  # no checkpoint: not counted
+    assert (await read_usage(store.redis, "a")).minute_tokens == 25
+    used = Usage(prompt_tokens=30, completion_tokens=12)
+    result = JobResult(job_id=job_id, status=JobStatus.succeeded, finish_reason="stop", usage=used)
+    await store.emit(job_id, EventType.final, {}, result=result, usage=used)
+    u = await read_usage(store.redis, "a")
+    assert (u.minute_tokens, u.day_tokens, u.tokens, u.prompt_tokens, u.completion_tokens, u.jobs) == (
+        42,
+        42,
+        42,
+        30,
+        12,
+        1,
+    )
+
+
+async def test_a_threads_runs_take_their_tenants_fair_turn(store):
+    """A thread's run, the first and the one after it, waits in its tenant's set like a submitted
+    job: a flood from another tenant does not hold it back, and its policy is recorded."""
+    threads = ThreadStore(store)
+    fair = FairQueue(store.redis)
+    await submit_many(store, "a", 20)
+    tid = (await threads.create("b")).id
+    first = await threads.run("b", tid, req("one"), model=MODEL, policy=TenantPolicy(weight=2, job_tokens=500))
+    second = await threads.run("b", tid, req("two"), model=MODEL, strategy="enqueue")
+    assert (first.state, second.state) == ("started", "waiting")
+    assert await store.redis.zcard(keys.queue(MODEL)) == 0  # nothing on arq's queue before its turn
+    assert await fair.waiting(MODEL) == {"a": 20, "b": 1}
+    assert float(await store.redis.hget(keys.TENANT_WEIGHTS, "b")) == 2
+    assert await store.redis.hget(keys.job(first.job_id), "job_tokens") == b"500"
+    await fair.dispatch(MODEL, 1)  # a's turn (a entered first)
+    [d] = await fair.dispatch(MODEL, 1)
+    assert (d.job_id, d.tenant) == (first.job_id, "b")
+    result = JobResult(job_id=first.job_id, status=JobStatus.succeeded, finish_reason="stop")
+    await store.emit(first.job_id, EventType.final, {"content": "ok"}, result=result)
+    assert await fair.waiting(MODEL) == {"a": 19, "b": 1}  # the next run waits for b's turn, not in arq's queue
+    assert await store.redis.zscore(keys.queue(MODEL), f"{second.job_id}:1") is None
+    picked = [x.job_id for x in await fair.dispatch(MODEL, 2)]
+    assert second.job_id in picked
 
 
 async def test_fifo_when_fair_share_is_off(redis_url):

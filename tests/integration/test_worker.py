@@ -202,12 +202,17 @@ def test_sigkill_mid_job_is_resumed_by_another_worker_without_rerunning_the_tool
     tag = f"kill{time.time_ns()}"
     rules = write_rules(
         [
-            ("<tool_response>\\n", "z" * 3000),
+            ("<tool_response>\\n", "z" * 3000),  # about 2.3 s of answer after the tool's result
             ("", f'<tool_call>{{"name": "count_me", "arguments": {{"tag": "{tag}"}}}}</tool_call>'),
         ],
         token_delay_s=0.003,
     )
-    first = WorkerProcess(redis_url, script=rules).wait_ready()
+    # Both workers are up before the job exists: starting the second one only once the job was
+    # under way raced its answer (a worker takes seconds to start on a loaded machine, and the
+    # first one could finish the job before it was killed). Whichever takes the job is killed.
+    workers = [WorkerProcess(redis_url, script=rules) for _ in range(2)]
+    for w in workers:
+        w.wait_ready()
     r = sync_redis.Redis.from_url(redis_url)
 
     async def submit():
@@ -217,19 +222,22 @@ def test_sigkill_mid_job_is_resumed_by_another_worker_without_rerunning_the_tool
         finally:
             await s.close()
 
-    job_id = asyncio.run(submit())
-    deadline = time.monotonic() + 20
-    while not any(json.loads(x[1][b"e"])["type"] == "tool_result" for x in r.xrange(keys.log(job_id))):
-        assert time.monotonic() < deadline, first.output()
-        time.sleep(0.02)
-    time.sleep(0.2)  # well into the slow answer
-    second = WorkerProcess(redis_url, script=rules).wait_ready()
     try:
-        first.kill()
+        job_id = asyncio.run(submit())
+        deadline = time.monotonic() + 20
+        while not any(json.loads(x[1][b"e"])["type"] == "tool_result" for x in r.xrange(keys.log(job_id))):
+            assert time.monotonic() < deadline, [w.output() for w in workers]
+            time.sleep(0.02)
+        time.sleep(0.2)  # well into the slow answer
+        first_start = next(e for _, f in r.xrange(keys.log(job_id)) if (e := json.loads(f[b"e"]))["type"] == "started")
+        owner = next(w for w in workers if w.worker_id == first_start["data"]["worker"])
+        owner.kill()
         killed_at = time.monotonic()
+        assert r.hget(keys.job(job_id), "terminal") != b"1", "the job ended before its worker was killed"
         evs = _follow_sync(redis_url, job_id)
         restarted = [e for e in evs if e.type == EventType.started]
         assert [e.data["attempt"] for e in restarted] == [1, 2]
+        assert restarted[1].data["worker"] != owner.worker_id
         assert evs[-1].type == EventType.final
         assert [e.seq for e in evs] == list(range(1, len(evs) + 1))
         assert r.get(f"test:ran:{tag}") == b"1"  # the tool ran once
@@ -238,7 +246,8 @@ def test_sigkill_mid_job_is_resumed_by_another_worker_without_rerunning_the_tool
         resumed_ts = restarted[1].ts / 1000
         assert resumed_ts - (time.time() - (time.monotonic() - killed_at)) < 5
     finally:
-        second.stop()
+        for w in workers:
+            w.stop()
 
 
 def test_sigterm_hands_the_running_job_back(redis_url):

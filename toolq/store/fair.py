@@ -35,6 +35,10 @@ toolq/store/lua/dispatch.lua for as many jobs as it has free slots; the script c
 the rule above and adds them to arq's queue, all in one step, so any number of workers and
 gateways agree. arq then hands them out as before (leases, claims, resumes are unchanged): the
 queue holds only the few jobs chosen for free slots, and the backlog waits, fairly, here.
+A resumed attempt (answer.lua) and a thread's run when its turn on the thread comes
+(thread_turns.lua) wait for a fair turn the same way; an attempt claimed from a lost worker
+(claim.lua) goes straight back onto arq's queue, since it already had its turn and still counts
+in its tenant's running set.
 """
 
 from __future__ import annotations

@@ -274,7 +274,9 @@ class JobStore:
         usage: Usage | None = None,
     ) -> int:
         """Write one event; returns its seq. Raises JobEnded when the write is refused.
-        ``usage`` with a terminal event adds the job's tokens to its tenant's (toolq/store/usage.py)."""
+        ``usage`` is the job's tokens so far, the worker's own figures: with a terminal event it
+        is added to its tenant's usage (toolq/store/usage.py); with a checkpoint, what it adds
+        since the last count goes into the tenant's minute and day windows at once."""
         terminal = type in TERMINAL_EVENTS
         if terminal and status is None:
             status = _STATUS_OF_TERMINAL[type]
@@ -320,8 +322,8 @@ class JobStore:
             now_ms=ts,
             running_prefix=keys.RUNNING_PREFIX,
             usage_prefix=keys.USAGE_PREFIX,
-            prompt_tokens=usage.prompt_tokens if usage and terminal else None,
-            completion_tokens=usage.completion_tokens if usage and terminal else None,
+            prompt_tokens=usage.prompt_tokens if usage and (terminal or checkpoint is not None) else None,
+            completion_tokens=usage.completion_tokens if usage and (terminal or checkpoint is not None) else None,
             **deliveries.script_args(job_id, type),
             # a thread run's end also appends to its thread (toolq/store/threads.py)
             thread_messages=await ending_messages(self.redis, job_id, type, result) if terminal else None,

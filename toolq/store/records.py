@@ -60,6 +60,9 @@ SCRIPT_ONLY = (
     "th_expires_ms",
     "th_wake",
     "th_wake_backlog",
+    "counted_tokens",  # tokens already in the tenant's minute/day windows (emit.lua)
+    "th_fair",  # the fair-share prefix when the run takes its tenant's fair turn, else ''
+    "th_priority",  # the run's priority within its tenant, for that turn
 )
 
 

@@ -30,6 +30,7 @@ from toolq.protocol import EventType, JobRequest, Message, new_job_id, now_ms
 from toolq.store import arq_link, keys
 from toolq.store.jobstore import JobStore, _event_parts
 from toolq.store.scripts import Script
+from toolq.tenants import TenantPolicy
 from toolq.thread_api import Strategy
 
 
@@ -256,10 +257,15 @@ class ThreadStore:
         strategy: Strategy = "enqueue",
         keep_partial: bool = False,
         lead: int = 0,
+        policy: TenantPolicy | None = None,
     ) -> RunPlaced:
         """A run of ``request`` (its messages are the new input) on the thread, placed by
         ``strategy`` against the active run; its first ``lead`` messages stay ahead of the thread's
-        and out of it (instructions). Raises ThreadNotFound, RunRejected."""
+        and out of it (instructions). Raises ThreadNotFound, RunRejected.
+
+        Under fair share (the JobStore's ``fair``) a run, whether it starts at once or when the run
+        before it ends, waits in its tenant's set for its fair turn as a submitted job does;
+        ``policy`` records the tenant's weight and cap and the run's token cap, as for a submit."""
         job_id = new_job_id()
         created = now_ms()
         head, tail = _event_parts(
@@ -299,6 +305,13 @@ class ThreadStore:
             wake_backlog=arq_link.WAKE_BACKLOG,
             payload=arq["payload"].hex(),
             **{k: v for k, v in arq.items() if k not in ("score", "payload")},
+            fair_prefix=keys.FAIR_PREFIX if self.jobs.fair else "",
+            priority=request.priority,
+            weights=keys.TENANT_WEIGHTS,
+            caps=keys.TENANT_CAPS,
+            weight=policy.weight if policy else None,
+            max_running=(policy.max_running or 0) if policy else None,
+            job_tokens=policy.job_tokens if policy else None,
         )
         code, active = int(code), _text(active) or None
         if code == -3:

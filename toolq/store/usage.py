@@ -1,9 +1,16 @@
-"""A tenant's token use, as the workers counted it: once per job, with its terminal event
-(toolq/store/lua/emit.lua adds the job's prompt and completion tokens to its tenant's clock
-minute, UTC day and running total, in the script that writes the event, so a job is counted
-exactly once and the figures outlive any process). Windows are on Redis's clock, the one every
-gateway shares. A job's tokens count when it ends: the jobs running now are not in the figures
-yet, so a budget can be overrun by the jobs in flight when it is reached.
+"""A tenant's token use, as the workers counted it, in the script that writes the job's events
+(toolq/store/lua/emit.lua), so every figure outlives any process:
+
+- the clock minute and the UTC day count a job's tokens round by round: each checkpoint a worker
+  writes carries the job's figures so far, and the script adds what they add to the record's
+  ``counted_tokens`` in the same step (the terminal event adds the rest). The stored checkpoint
+  and ``counted_tokens`` agree, so an attempt resumed from that checkpoint after a crash counts
+  on from there: each token once per job, and a budget sees a long job's tokens while it runs,
+  not only when it ends (it can still be overrun by the rounds in flight when it is reached);
+- the running total (prompt, completion, tokens, jobs) is added once per job, with its terminal
+  event.
+
+Windows are on Redis's clock, the one every gateway shares.
 """
 
 from __future__ import annotations

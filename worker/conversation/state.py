@@ -58,6 +58,11 @@ class LoopState:
         )
 
 
+def checkpoint_usage(data: dict[str, Any] | None) -> Usage | None:
+    """The job's token figures so far, as a checkpoint holds them (None: no checkpoint)."""
+    return None if data is None else Usage.model_validate(data.get("usage", {}))
+
+
 @dataclass
 class LoopOutcome:
     content: str

@@ -6,8 +6,10 @@
 --
 -- A terminal event also takes the job out of its tenant's running set (toolq/store/fair.py: the
 -- place it held against its tenant's running cap) and, given the worker's token figures, adds
--- them to its tenant's usage (toolq/store/usage.py): once per job, since a job has one terminal
--- event. A job cancelled while it waited for its fair turn stays in its waiting set until
+-- them to its tenant's usage totals (toolq/store/usage.py): once per job, since a job has one
+-- terminal event. The minute and day windows count tokens earlier, round by round: an event
+-- that carries a checkpoint and the job's figures so far adds what they add (count_window_tokens).
+-- A job cancelled while it waited for its fair turn stays in its waiting set until
 -- dispatch.lua drops it, as a cancelled job stays on arq's queue until a worker drops it: both
 -- count in the queue depth until then.
 --
@@ -16,6 +18,7 @@
 -- include: fair_keys.lua
 -- include: webhook_record.lua
 -- include: arq_enqueue.lua
+-- include: fair_enqueue.lua
 -- include: thread_turns.lua
 -- include: thread_end.lua
 --
@@ -43,8 +46,9 @@
 -- ARGV[13] now_ms         the writer's time, stored as finished_ms
 -- ARGV[14] running_prefix toolq.store.keys.RUNNING_PREFIX
 -- ARGV[15] usage_prefix   toolq.store.keys.USAGE_PREFIX
--- ARGV[16] prompt_tokens  the job's prompt tokens, counted with a terminal event; '' none
--- ARGV[17] completion_tokens  the job's completion tokens; '' none
+-- ARGV[16] prompt_tokens  the job's prompt tokens so far, counted with a terminal event or a
+--                         checkpoint; '' none
+-- ARGV[17] completion_tokens  the job's completion tokens so far; '' none
 -- ARGV[18] webhook_kind   the webhook event this event is (completed, failed, cancelled); '' none
 -- ARGV[19] webhook_id     the delivery's id (its webhook-id header)
 -- ARGV[20] thread_messages  a thread run's messages for its thread (thread_end.lua); '' none
@@ -54,10 +58,32 @@
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt,
 -- -2 not in the expected status, -3 no such job.
 
+-- The tenant's minute and day windows (toolq/store/usage.py) get the job's tokens as they are
+-- spent: `so_far` is the job's total in the worker's figures, and only what it adds to the
+-- record's `counted_tokens` is counted. Non-terminal events pass it with a checkpoint, in the
+-- same step, so `counted_tokens` is always the usage of the stored checkpoint: an attempt
+-- resumed from it starts counting from there and no round is counted twice.
+local function count_window_tokens(tenant, so_far)
+  local delta = so_far - (tonumber(redis.call('HGET', job, 'counted_tokens') or '0') or 0)
+  if delta <= 0 then return end
+  redis.call('HSET', job, 'counted_tokens', so_far)
+  local t = redis_now_ms()
+  local minute = usage_prefix .. tenant .. ':minute:' .. math.floor(t / 60000)
+  local day = usage_prefix .. tenant .. ':day:' .. math.floor(t / 86400000)
+  redis.call('INCRBY', minute, delta)
+  redis.call('EXPIRE', minute, 120)
+  redis.call('INCRBY', day, delta)
+  redis.call('EXPIRE', day, 2 * 86400)
+end
+
 local seq, ev = write_event(job, log, job_channel, all_channel, head, tail, attempt, only_if_status, maxlen)
 if seq <= 0 then return seq end
 if status ~= '' then redis.call('HSET', job, 'status', status) end
 if checkpoint ~= '' then redis.call('HSET', job, 'checkpoint', checkpoint) end
+if terminal ~= '1' and checkpoint ~= '' and (prompt_tokens ~= '' or completion_tokens ~= '') then
+  local who = redis.call('HGET', job, 'tenant')
+  if who then count_window_tokens(who, (tonumber(prompt_tokens) or 0) + (tonumber(completion_tokens) or 0)) end
+end
 if lease_ms ~= '' then redis.call('ZADD', leases, redis_now_ms() + tonumber(lease_ms), job_id) end
 if terminal == '1' then
   redis.call('HSET', job, 'terminal', '1', 'result', result, 'finished_ms', now_ms)
@@ -69,13 +95,7 @@ if terminal == '1' then
     redis.call('ZREM', tenant_running_key(running_prefix, who[1]), job_id)
     if prompt_tokens ~= '' or completion_tokens ~= '' then
       local p, c = tonumber(prompt_tokens) or 0, tonumber(completion_tokens) or 0
-      local t = redis_now_ms()
-      local minute = usage_prefix .. who[1] .. ':minute:' .. math.floor(t / 60000)
-      local day = usage_prefix .. who[1] .. ':day:' .. math.floor(t / 86400000)
-      redis.call('INCRBY', minute, p + c)
-      redis.call('EXPIRE', minute, 120)
-      redis.call('INCRBY', day, p + c)
-      redis.call('EXPIRE', day, 2 * 86400)
+      count_window_tokens(who[1], p + c)
       local total = usage_prefix .. who[1]
       redis.call('HINCRBY', total, 'prompt_tokens', p)
       redis.call('HINCRBY', total, 'completion_tokens', c)

@@ -12,6 +12,8 @@
 --
 -- include: now.lua
 -- include: arq_enqueue.lua
+-- include: fair_keys.lua
+-- include: fair_enqueue.lua
 -- include: thread_turns.lua
 -- include: job_index.lua
 --
@@ -50,6 +52,14 @@
 -- ARGV[24] wake_backlog   how many wake tokens the wake list keeps
 -- ARGV[25] lead           how many messages req_head holds (instructions, kept out of the thread)
 -- ARGV[26] index_keep     how many jobs each recent-jobs index keeps
+-- ARGV[27] fair_prefix    toolq.store.keys.FAIR_PREFIX: the run takes its tenant's fair turn
+--                         (thread_turns.lua: thread_start); '' straight onto arq's queue
+-- ARGV[28] priority       the run's priority within its tenant, 0 to 9
+-- ARGV[29] weights        tenant -> weight (hash), as submit.lua records it
+-- ARGV[30] caps           tenant -> most jobs running at once (hash)
+-- ARGV[31] weight         the tenant's weight to record; '' leaves the recorded one
+-- ARGV[32] max_running    the tenant's cap to record; '' leaves it, '0' no cap
+-- ARGV[33] job_tokens     the run's token cap, kept in its record (worker/budget.py); '' none
 --
 -- Returns {1, ''} started, {2, active} waiting behind the active run, {3, active} waiting while
 -- the active run is being stopped, {-1, active} rejected, {-3, ''} no such thread.
@@ -72,7 +82,11 @@ redis.call('HSET', job, 'request', req_head .. req_input .. req_tail, 'model', m
            'thread', thread_id, 'thread_keep', keep, 'thread_strategy', strategy,
            'th_head', req_head, 'th_lead', lead, 'th_input', req_input, 'th_tail', req_tail,
            'th_arq_job', arq_job, 'th_arq_result', arq_result, 'th_queue', queue, 'th_arq_id', arq_id,
-           'th_payload', payload, 'th_expires_ms', expires_ms, 'th_wake', wake, 'th_wake_backlog', wake_backlog)
+           'th_payload', payload, 'th_expires_ms', expires_ms, 'th_wake', wake, 'th_wake_backlog', wake_backlog,
+           'th_fair', fair_prefix, 'th_priority', priority)
+if job_tokens ~= '' then redis.call('HSET', job, 'job_tokens', job_tokens) end
+if weight ~= '' then redis.call('HSET', weights, tenant, weight) end
+if max_running ~= '' then redis.call('HSET', caps, tenant, max_running) end
 local ev = head .. '1' .. tail
 redis.call('XADD', log, 'MAXLEN', '~', maxlen, '1-0', 'e', ev)
 redis.call('PUBLISH', job_channel, ev)

@@ -1,5 +1,5 @@
--- Shared by the thread scripts (`-- include: thread_turns.lua`, after arq_enqueue.lua and
--- now.lua): whose turn it is on a thread. toolq/store/threads.py explains the model: a thread has
+-- Shared by the thread scripts (`-- include: thread_turns.lua`, after arq_enqueue.lua, now.lua,
+-- and, where a run may start, fair_keys.lua and fair_enqueue.lua): whose turn it is on a thread. toolq/store/threads.py explains the model: a thread has
 -- at most one active run (its hash's `active`); others wait in `<thread>:waiting`, scored by turn.
 -- A thread's keys are its hash key plus a suffix (toolq/store/keys.py: thread_*).
 
@@ -18,11 +18,14 @@ end
 
 -- Start a run: its request becomes the thread's messages as they are now followed by its input
 -- (the record holds the request's JSON around its messages: th_head, th_input, th_tail), it
--- becomes the active run, and it is queued (arq job, wake token) as POST /v1/jobs would.
+-- becomes the active run, and it is queued (arq job, wake token) as POST /v1/jobs would: under
+-- fair share (the record's th_fair holds toolq.store.keys.FAIR_PREFIX) it joins its tenant's
+-- waiting set and takes its tenant's fair turn (fair_enqueue.lua), whether it starts at once or
+-- after the run before it ended; otherwise straight onto arq's queue.
 local function thread_start(tkey, jkey, run_id)
   local r = redis.call('HMGET', jkey, 'th_head', 'th_input', 'th_tail', 'th_arq_job', 'th_arq_result',
                        'th_queue', 'th_arq_id', 'th_payload', 'th_expires_ms', 'th_wake', 'th_wake_backlog',
-                       'th_lead')
+                       'th_lead', 'th_fair', 'model', 'tenant', 'th_priority')
   local history = redis.call('LRANGE', tkey .. ':messages', 0, -1)
   local body = table.concat(history, ',')
   if #history > 0 and r[2] ~= '' then body = body .. ',' end
@@ -30,7 +33,17 @@ local function thread_start(tkey, jkey, run_id)
   redis.call('HSET', tkey, 'active', run_id)
   -- th_payload is hex: a job record holds text only (JobStore decodes every field as UTF-8)
   local payload = string.gsub(r[8], '..', function(h) return string.char(tonumber(h, 16)) end)
-  arq_enqueue(r[4], r[5], r[6], r[7], payload, r[9], redis_now_ms())
+  local fp = r[13]
+  if fp and fp ~= '' then
+    local m, tenant = r[14], r[15]
+    local priority = (r[16] and r[16] ~= '') and r[16] or '0'
+    arq_store(r[4], r[5], r[7], payload, r[9])
+    fair_enqueue(fair_model_key(fp, m, 'tenants'), fair_model_key(fp, m, 'passes'), fair_model_key(fp, m, 'vtime'),
+                 fair_waiting_key(fp, m, tenant), fair_model_key(fp, m, 'seq'), '', '',
+                 tenant, run_id, priority, '', '')
+  else
+    arq_enqueue(r[4], r[5], r[6], r[7], payload, r[9], redis_now_ms())
+  end
   redis.call('LPUSH', r[10], run_id)
   redis.call('LTRIM', r[10], 0, tonumber(r[11]) - 1)
 end
