@@ -88,7 +88,7 @@ class GatewayProcess:
         env = {
             **os.environ,
             "TOOLQ_LOG_LEVEL": "warning",
-            "TOOLQ_REGISTRY_CACHE_S": "1",
+            "TOOLQ_FLEET_CACHE_S": "1",
             "TOOLQ_MAX_QUEUE_DEPTH": "100000",
         }
         env.pop("TOOLQ_API_KEYS", None)

@@ -14,7 +14,7 @@ job as soon as their previous one ends. Each worker runs one job to warm up befo
 
 Per slot count: jobs/s (first submit to last terminal event), p50 and p90 per job (submit to
 terminal event), completion and cached prompt tokens per job (median), the largest decode batch
-and busy slots the worker's registry entry showed, and the calls: a call is correct when it names
+and busy slots the worker's fleet entry showed, and the calls: a call is correct when it names
 calculate_zorbix with this job's numbers and its result is the expected value. Then the single-job
 latency: one job alone on the worker, p50 over 3 runs. Each worker's figures are compared with
 the last slot count's (the same run's anchor, slots=1 by default) and with the figure measured
@@ -209,7 +209,7 @@ async def workload(
 
 
 async def watch_engine(redis_url: str, worker_id: str, peaks: dict[str, int], stop: asyncio.Event) -> None:
-    """The largest busy slot count the worker's registry entry showed."""
+    """The largest busy slot count the worker's fleet entry showed."""
     r = aioredis.Redis.from_url(redis_url, decode_responses=True)
     try:
         while not stop.is_set():

@@ -1,7 +1,7 @@
-"""The gateway's view of the live workers, re-read from Redis at most every ``registry_cache_s``.
+"""The gateway's view of the live workers, re-read from Redis at most every ``fleet_cache_s``.
 
 Every submit checks the model and tools against it; a short cache keeps a burst of submits from
-re-reading the registry for each one, at the cost of seeing a new or dead worker that much later.
+re-reading the fleet for each one, at the cost of seeing a new or dead worker that much later.
 """
 
 from __future__ import annotations

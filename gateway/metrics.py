@@ -64,7 +64,7 @@ class GatewayMetrics:
             "toolq_queue_depth", "Jobs in a model's queue (waiting or running)", ["model"], registry=r
         )
         self.workers = Gauge("toolq_workers", "Live workers per model", ["model"], registry=r)
-        # From the workers' registry entries (worker/heartbeat.py), summed over a model's workers.
+        # From the workers' fleet entries (worker/heartbeat.py), summed over a model's workers.
         self.slots = Gauge("toolq_slots", "Sequences a model's workers decode together", ["model"], registry=r)
         self.slots_busy = Gauge("toolq_slots_busy", "Of those, sequences generating now", ["model"], registry=r)
         self.batch_size = Gauge(

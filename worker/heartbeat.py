@@ -1,4 +1,4 @@
-"""The heartbeat: keep this worker's registry entry and its jobs' leases fresh, stand a job down
+"""The heartbeat: keep this worker's fleet entry and its jobs' leases fresh, stand a job down
 when another attempt took it over, and resume the jobs of workers that died."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from worker.state import WorkerState
 
 log = structlog.get_logger("toolq.worker")
 
-PRUNE_EVERY = 20  # beats between sweeps of the registry for workers that died without saying goodbye
+PRUNE_EVERY = 20  # beats between sweeps of the fleet for workers that died without saying goodbye
 UNSTALL_EVERY = 4  # beats between looks for jobs a lost worker took from the queue but never started
 STALL_MS = 10_000  # a pickup is a few milliseconds: one that has not started after this, never will
 EXPIRE_EVERY = 4  # beats between sweeps for paused jobs whose caller missed the deadline
@@ -99,6 +99,6 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
 
 
 async def deregister(state: WorkerState) -> None:
-    """Leave the registry on a clean stop (best effort: an entry left behind expires anyway)."""
+    """Leave the fleet on a clean stop (best effort: an entry left behind expires anyway)."""
     with suppress(RedisError):
         await fleet.deregister(state.store.redis, state.worker_id)

@@ -57,7 +57,7 @@ class EngineRates:
 class EngineWatch:
     """Turns an engine's counters into the Prometheus metrics and rates over a sliding window.
 
-    The heartbeat calls ``update`` every beat; the rates go into the worker's registry entry too.
+    The heartbeat calls ``update`` every beat; the rates go into the worker's fleet entry too.
     """
 
     def __init__(self, window_s: float = 5.0):

@@ -41,7 +41,7 @@ class ToolSource(Protocol):
         ...
 
     async def refresh(self) -> None:
-        """Re-read a catalog that can change while the worker runs (tool services)."""
+        """Re-read a set of tools that can change while the worker runs (tool services)."""
         ...
 
 
@@ -100,7 +100,7 @@ class ToolResolver:
         self.sources = list(sources)
 
     def local_specs(self) -> list[dict[str, Any]]:
-        """What this worker advertises in the registry: its own tools and its MCP servers' tools,
+        """What this worker advertises in its fleet entry: its own tools and its MCP servers' tools,
         each marked with where it runs and whether it needs approval. Tool services advertise
         theirs themselves."""
         out, seen = [], set()

@@ -13,6 +13,7 @@ content and what was calls. A tool result (a served tool, in the full loop) star
 from __future__ import annotations
 
 from toolq.payloads import TokenData
+from toolq.protocol import JobRequest
 
 HOLD = "<[{"
 
@@ -22,6 +23,12 @@ class VisibleText:
         self.hold = tools_offered
         self.turn = ""  # the text of the turn so far
         self.sent = 0  # how much of it was shown
+
+    @classmethod
+    def of(cls, job: JobRequest) -> VisibleText:
+        """The answer text of a job's stream: tools are offered unless there are none or
+        tool_choice is none."""
+        return cls(tools_offered=bool(job.tools) and job.tool_choice != "none")
 
     def add_token(self, data: TokenData) -> str:
         """What a token event's data lets the caller see now (may be empty)."""

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, 
 def stack(redis_url):
     env = {"TOOLQ_MCP_SERVERS": json.dumps([stdio_server("web")])}
     worker = WorkerProcess(redis_url, tools=("worker.demo_tools",), env=env).wait_ready(120)
-    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, registry_cache_s=0)).start()
+    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)).start()
     yield gateway
     gateway.stop()
     worker.stop()

@@ -22,7 +22,7 @@ CAP = 50  # below the first round's prompt alone
 def stack(redis_url):
     settings = GatewaySettings(
         redis_url=redis_url,
-        registry_cache_s=0,
+        fleet_cache_s=0,
         api_keys={"kc": "capped", "kf": "free"},
         tenants=json.dumps({"capped": {"job_tokens": CAP}}),
     )

@@ -28,7 +28,7 @@ ASK = [{"role": "user", "content": "Calculate the zorbix of 15 and 7"}]
 def client():
     with private_redis() as url:
         worker = WorkerProcess(url, tools=("worker.demo_tools",)).wait_ready(120)
-        gw = LiveGateway(GatewaySettings(redis_url=url, api_keys={KEY: "e2e"}, registry_cache_s=0)).start()
+        gw = LiveGateway(GatewaySettings(redis_url=url, api_keys={KEY: "e2e"}, fleet_cache_s=0)).start()
         try:
             with openai.OpenAI(base_url=gw.url + "/v1", api_key=KEY, max_retries=0, timeout=120) as c:
                 yield c

@@ -37,7 +37,7 @@ SHARED = {"tool_choice": "required", "parallel_tool_calls": False, "max_tokens":
 @pytest.fixture
 async def http(redis_url):
     worker = WorkerProcess(redis_url, tools=("worker.demo_tools",)).wait_ready(120)
-    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, registry_cache_s=0)).start()
+    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)).start()
     try:
         async with httpx.AsyncClient(base_url=gateway.url, timeout=120) as c:
             yield c

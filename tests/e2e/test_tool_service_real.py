@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, 
 def stack(redis_url):
     service = ServiceProcess(redis_url).wait_ready()
     worker = WorkerProcess(redis_url, tools=("worker.demo_tools",)).wait_ready(120)
-    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, registry_cache_s=0)).start()
+    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)).start()
     yield gateway
     gateway.stop()
     worker.stop()

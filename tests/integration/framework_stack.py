@@ -26,7 +26,7 @@ def live_stack(model: str, *, script: str | None = None) -> Iterator[Stack]:
     """A worker (the bundled model, or the scripted engine reading ``script``) and a gateway."""
     with private_redis() as url:
         worker = WorkerProcess(url, script=script, name=model, tools=("worker.demo_tools",)).wait_ready(120)
-        gw = LiveGateway(GatewaySettings(redis_url=url, api_keys={KEY: "frameworks"}, registry_cache_s=0)).start()
+        gw = LiveGateway(GatewaySettings(redis_url=url, api_keys={KEY: "frameworks"}, fleet_cache_s=0)).start()
         try:
             yield Stack(base_url=gw.url + "/v1", model=model)
         finally:

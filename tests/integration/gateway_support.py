@@ -1,4 +1,4 @@
-"""Helpers for the gateway tests: a gateway in-process or on a real port, and fake registry
+"""Helpers for the gateway tests: a gateway in-process or on a real port, and fake fleet
 entries for tests that only need the gateway's view of the fleet. Worker processes come from
 tests.support.workers."""
 
@@ -89,7 +89,7 @@ def served(
     from tests.support.workers import WorkerProcess
 
     proc = WorkerProcess(redis_url, **worker).wait_ready(ready_s)
-    gw = LiveGateway(settings or GatewaySettings(redis_url=redis_url, registry_cache_s=0)).start()
+    gw = LiveGateway(settings or GatewaySettings(redis_url=redis_url, fleet_cache_s=0)).start()
     try:
         yield gw
     finally:
@@ -113,7 +113,7 @@ async def asgi_client(
 def register_fake_worker(
     redis_url: str, model: str, tools: list[str], *, worker_id: str | None = None, ttl_s: int = 60
 ) -> str:
-    """A registry entry as a worker writes it, for tests that need only the gateway's view."""
+    """A fleet entry as a worker writes it, for tests that need only the gateway's view."""
     worker_id = worker_id or f"fake-{model}-{len(tools)}-{time.monotonic_ns()}"
     specs = [
         {"type": "function", "function": {"name": t, "description": t, "parameters": {"type": "object"}}} for t in tools

@@ -191,9 +191,7 @@ def test_a_tenants_higher_priority_jobs_start_first(redis_url):
 def test_a_running_cap_holds_with_3_workers_and_2_gateways(redis_url):
     tenants = json.dumps({"a": {"max_running": 2}})
     r = sync_redis.Redis.from_url(redis_url)
-    settings = GatewaySettings(
-        redis_url=redis_url, registry_cache_s=0, api_keys={"ka": "a", "kb": "b"}, tenants=tenants
-    )
+    settings = GatewaySettings(redis_url=redis_url, fleet_cache_s=0, api_keys={"ka": "a", "kb": "b"}, tenants=tenants)
     with workers(redis_url, job_rules(40, 0.01), n=3, slots=2, env={"TOOLQ_TENANTS": tenants}):
 
         async def go() -> dict[str, list[str]]:
@@ -238,7 +236,7 @@ def test_each_budget_refuses_or_ends_the_job(redis_url):
     )
     settings = GatewaySettings(
         redis_url=redis_url,
-        registry_cache_s=0,
+        fleet_cache_s=0,
         api_keys={"km": "minute", "kd": "day", "kj": "perjob"},
         tenants=tenants,
     )

@@ -42,7 +42,7 @@ def sse_events(text: str) -> list[dict]:
 
 @pytest.fixture
 def settings(redis_url) -> GatewaySettings:
-    return GatewaySettings(redis_url=redis_url, registry_cache_s=0)
+    return GatewaySettings(redis_url=redis_url, fleet_cache_s=0)
 
 
 @pytest.fixture
@@ -132,7 +132,7 @@ async def test_readyz_says_why_it_is_not_ready(settings, own_redis):
     async with asgi_client(settings) as c:
         r = await c.get("/readyz")
         assert r.status_code == 503 and r.json()["reason"] == "no live worker is registered"
-    down = GatewaySettings(redis_url=own_redis.url, registry_cache_s=0)
+    down = GatewaySettings(redis_url=own_redis.url, fleet_cache_s=0)
     async with asgi_client(down) as c:
         own_redis.stop()
         r = await c.get("/readyz")
@@ -145,7 +145,7 @@ async def test_readyz_says_why_it_is_not_ready(settings, own_redis):
 # ---------------------------------------------------------------------- model and tool checks
 
 
-async def test_model_is_resolved_from_the_registry(settings, redis_url):
+async def test_model_is_resolved_from_the_fleet(settings, redis_url):
     async with asgi_client(settings) as c:
         r = await c.post("/v1/jobs", json=JOB)
         assert r.status_code == 503 and "no live worker" in r.json()["error"]["message"]
@@ -192,7 +192,7 @@ async def test_dead_workers_are_not_counted(settings, redis_url):
     async with asgi_client(settings) as c:
         assert (await c.post("/v1/jobs", json=JOB)).status_code == 503
         assert (await c.get("/v1/models")).json() == {"object": "list", "data": []}
-    assert not r.sismember(keys.WORKERS, wid)  # pruned from the registry set
+    assert not r.sismember(keys.WORKERS, wid)  # pruned from the fleet set
 
 
 # ---------------------------------------------------------------------- idempotency
@@ -200,7 +200,7 @@ async def test_dead_workers_are_not_counted(settings, redis_url):
 
 async def test_idempotency_key_gives_the_same_job_per_tenant(redis_url):
     register_fake_worker(redis_url, "alpha", ["say"])
-    s = GatewaySettings(redis_url=redis_url, registry_cache_s=0, api_keys={"ka": "A", "kb": "B"})
+    s = GatewaySettings(redis_url=redis_url, fleet_cache_s=0, api_keys={"ka": "A", "kb": "B"})
     async with asgi_client(s) as c:
         a = {"Authorization": "Bearer ka"}
         first = await c.post("/v1/jobs", json=JOB, headers={**a, "Idempotency-Key": "order-17"})
@@ -240,7 +240,7 @@ async def test_a_key_whose_job_expired_makes_a_new_job(settings, redis_url):
 
 async def test_idempotent_retry_succeeds_even_when_the_queue_is_full(redis_url):
     register_fake_worker(redis_url, "alpha", ["say"])
-    s = GatewaySettings(redis_url=redis_url, registry_cache_s=0, max_queue_depth=1)
+    s = GatewaySettings(redis_url=redis_url, fleet_cache_s=0, max_queue_depth=1)
     async with asgi_client(s) as c:
         first = await c.post("/v1/jobs", json=JOB, headers={"Idempotency-Key": "k"})
         assert first.status_code == 202
@@ -254,7 +254,7 @@ async def test_idempotent_retry_succeeds_even_when_the_queue_is_full(redis_url):
 
 async def test_api_keys_and_tenants(redis_url):
     register_fake_worker(redis_url, "alpha", ["say"])
-    s = GatewaySettings(redis_url=redis_url, registry_cache_s=0, api_keys={"key-a": "A", "key-b": "B"})
+    s = GatewaySettings(redis_url=redis_url, fleet_cache_s=0, api_keys={"key-a": "A", "key-b": "B"})
     async with asgi_client(s) as c:
         r = await c.post("/v1/jobs", json=JOB)
         assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
@@ -313,7 +313,7 @@ async def test_every_limit_answers_with_the_field_and_the_limit(redis_url):
     register_fake_worker(redis_url, "alpha", ["say"])
     s = GatewaySettings(
         redis_url=redis_url,
-        registry_cache_s=0,
+        fleet_cache_s=0,
         max_body_bytes=4096,
         max_messages=3,
         max_tokens_cap=256,
@@ -352,7 +352,7 @@ async def test_every_limit_answers_with_the_field_and_the_limit(redis_url):
 
 async def test_a_full_queue_answers_429_with_retry_after(redis_url):
     register_fake_worker(redis_url, "alpha", ["say"])  # no real worker: jobs stay queued
-    s = GatewaySettings(redis_url=redis_url, registry_cache_s=0, max_queue_depth=2, retry_after_s=3)
+    s = GatewaySettings(redis_url=redis_url, fleet_cache_s=0, max_queue_depth=2, retry_after_s=3)
     async with asgi_client(s) as c:
         assert [(await c.post("/v1/jobs", json=JOB)).status_code for _ in range(2)] == [202, 202]
         r = await c.post("/v1/jobs", json=JOB)

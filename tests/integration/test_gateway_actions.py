@@ -25,7 +25,7 @@ async def store(redis_url):
 
 @pytest.fixture
 async def http(redis_url):
-    settings = GatewaySettings(redis_url=redis_url, registry_cache_s=0, api_keys={"key-a": "ta", "key-b": "tb"})
+    settings = GatewaySettings(redis_url=redis_url, fleet_cache_s=0, api_keys={"key-a": "ta", "key-b": "tb"})
     async with asgi_client(settings) as c:
         yield c
 
@@ -145,7 +145,7 @@ async def test_a_caps_action_timeout(redis_url):
     from tests.integration.gateway_support import register_fake_worker
 
     register_fake_worker(redis_url, "m", [])
-    settings = GatewaySettings(redis_url=redis_url, registry_cache_s=0, action_timeout_cap_s=60)
+    settings = GatewaySettings(redis_url=redis_url, fleet_cache_s=0, action_timeout_cap_s=60)
     async with asgi_client(settings) as c:
         job = {"messages": [{"role": "user", "content": "hi"}]}
         r = await c.post("/v1/jobs", json={**job, "action_timeout_s": 61})

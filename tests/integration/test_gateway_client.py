@@ -35,7 +35,7 @@ def assert_zorbix_job(events, result):
 
 
 async def test_http_mode_through_the_gateway(redis_url, worker):
-    settings = GatewaySettings(redis_url=redis_url, registry_cache_s=0, api_keys={"k": "t"})
+    settings = GatewaySettings(redis_url=redis_url, fleet_cache_s=0, api_keys={"k": "t"})
     async with asgi_client(settings) as http:
         async with Client("http://gateway", api_key="k", http_client=http) as client:
             assert [m.id for m in await client.models()] == ["scripted"]
@@ -90,7 +90,7 @@ async def test_redis_mode_cancel_and_result_timeout(redis_url):
 
 
 def test_sync_client_for_scripts(redis_url, worker):
-    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, registry_cache_s=0)).start()
+    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)).start()
     try:
         with SyncClient(gateway.url) as client:
             job_id = client.submit(PROMPT)

@@ -70,7 +70,7 @@ def test_no_input_makes_the_gateway_answer_5xx(case, http, live):
     # An event stream of a job that exists follows it to its end: bound the wait.
     check(case.call(base_url=live.url, session=http, timeout=10), case)
     if case.method == "POST" and case.path == "/v1/jobs" and isinstance(case.body, dict):
-        # Generated bodies rarely pass the registry and protocol checks (random model and tool
+        # Generated bodies rarely pass the fleet and protocol checks (random model and tool
         # names, any version, messages breaking rules a JSON schema cannot state): send the body
         # again made acceptable there, so odd metadata, seeds and keys reach the enqueue and the
         # worker too, and follow the job it made to its end.

@@ -49,7 +49,7 @@ ASK_ZORBIX = {"messages": [{"role": "user", "content": "Calculate the zorbix of 
 def stack():
     with private_redis() as url:
         worker = WorkerProcess(url, script=write_rules(RULES), extra=("--max-jobs", "1")).wait_ready()
-        gateway = LiveGateway(GatewaySettings(redis_url=url, registry_cache_s=0, keepalive_s=0.5)).start()
+        gateway = LiveGateway(GatewaySettings(redis_url=url, fleet_cache_s=0, keepalive_s=0.5)).start()
         try:
             yield gateway
         finally:

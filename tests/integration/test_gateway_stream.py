@@ -48,7 +48,7 @@ def worker(redis_url):
 
 @pytest.fixture(scope="module")
 def gateway(redis_url, worker):
-    g = LiveGateway(GatewaySettings(redis_url=redis_url, registry_cache_s=0, keepalive_s=0.2)).start()
+    g = LiveGateway(GatewaySettings(redis_url=redis_url, fleet_cache_s=0, keepalive_s=0.2)).start()
     yield g
     g.stop()
 
@@ -95,7 +95,7 @@ async def test_resume_with_last_event_id_after_a_dropped_connection(gateway):
 
 
 async def test_client_resumes_across_a_gateway_restart(redis_url, worker):
-    settings = GatewaySettings(redis_url=redis_url, registry_cache_s=0)
+    settings = GatewaySettings(redis_url=redis_url, fleet_cache_s=0)
     first = LiveGateway(settings).start()
     port = first.port
     seen = []
@@ -136,7 +136,7 @@ async def test_a_killed_worker_s_job_resumes_on_another_while_the_client_follows
     script = write_rules([("", "resumed " * 12)], token_delay_s=0.05)  # 24 tokens: 1.2 s per attempt
     a = WorkerProcess(redis_url, script=script, name="mortal").wait_ready()
     b = None
-    g = LiveGateway(GatewaySettings(redis_url=redis_url, registry_cache_s=0)).start()
+    g = LiveGateway(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)).start()
     try:
         async with Client(g.url) as client:
             job_id = await client.submit("go", model="mortal")
@@ -213,7 +213,7 @@ async def test_cli_exit_code_of_a_cancelled_job(gateway):
 
 async def test_a_client_that_leaves_frees_its_redis_connection_at_once(redis_url):
     # keep-alives far apart: without the disconnect watch, the XREAD would block until the next one
-    g = LiveGateway(GatewaySettings(redis_url=redis_url, registry_cache_s=0, keepalive_s=30)).start()
+    g = LiveGateway(GatewaySettings(redis_url=redis_url, fleet_cache_s=0, keepalive_s=30)).start()
     fake = register_fake_worker(redis_url, "idle", ["say"])  # its jobs stay queued: the stream stays quiet
     r = redis.Redis.from_url(redis_url)
 

@@ -34,7 +34,7 @@ ASK = [{"role": "user", "content": "Calculate the zorbix of 15 and 7"}]
 def live():
     with private_redis() as url:
         worker = WorkerProcess(url, script=write_rules(RULES, token_delay_s=0.002)).wait_ready()
-        gw = LiveGateway(GatewaySettings(redis_url=url, api_keys={KEY: "acme"}, registry_cache_s=0)).start()
+        gw = LiveGateway(GatewaySettings(redis_url=url, api_keys={KEY: "acme"}, fleet_cache_s=0)).start()
         try:
             yield gw, url
         finally:
@@ -250,7 +250,7 @@ def test_a_full_queue_is_a_rate_limit_error_with_retry_after(redis_url):
     from tests.integration.gateway_support import register_fake_worker
 
     register_fake_worker(redis_url, "idle", [])  # a model whose queue nobody drains
-    gw = LiveGateway(GatewaySettings(redis_url=redis_url, max_queue_depth=1, registry_cache_s=0)).start()
+    gw = LiveGateway(GatewaySettings(redis_url=redis_url, max_queue_depth=1, fleet_cache_s=0)).start()
     try:
         with openai.OpenAI(base_url=gw.url + "/v1", api_key="-", max_retries=0, timeout=2) as c:
             with pytest.raises(openai.APITimeoutError):

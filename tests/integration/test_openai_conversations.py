@@ -24,7 +24,7 @@ RULES = [
 @pytest.fixture(scope="module")
 def gateway():
     with private_redis() as url:
-        settings = GatewaySettings(redis_url=url, api_keys=KEYS, registry_cache_s=0)
+        settings = GatewaySettings(redis_url=url, api_keys=KEYS, fleet_cache_s=0)
         with served(url, settings, script=write_rules(RULES)) as gw:
             yield gw
 

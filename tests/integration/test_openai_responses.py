@@ -27,7 +27,7 @@ RULES = [
 @pytest.fixture(scope="module")
 def gateway():
     with private_redis() as url:
-        settings = GatewaySettings(redis_url=url, api_keys=KEYS, registry_cache_s=0)
+        settings = GatewaySettings(redis_url=url, api_keys=KEYS, fleet_cache_s=0)
         with served(url, settings, script=write_rules(RULES, token_delay_s=0.002)) as gw:
             yield gw
 

@@ -1,4 +1,4 @@
-"""A worker's slots and tool-call format reach the registry, /v1/models and the gateway's /metrics; the scripted engine
+"""A worker's slots and tool-call format reach the fleet entry, /v1/models and the gateway's /metrics; the scripted engine
 runs one generation per slot at once, so several jobs run side by side on one worker."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from toolq.store.fleet import WorkerInfo
 from toolq.store.jobstore import JobStore
 
 
-def test_the_registry_entry_shows_slots_and_engine_rates(redis_url):
+def test_the_fleet_entry_shows_slots_and_engine_rates(redis_url):
     w = WorkerProcess(redis_url, script=write_rules([("", "ok")]), extra=("--slots", "3")).wait_ready()
     try:
         r = redis.Redis.from_url(redis_url)
@@ -72,7 +72,7 @@ async def test_jobs_run_side_by_side_on_one_worker(redis_url):
         await asyncio.gather(*(one() for _ in range(4)))
         together = time.perf_counter() - t0
         assert together < 2.5 * alone, (together, alone)
-        # the rates in the registry saw the work
+        # the rates in the fleet entry saw the work
         r = redis.Redis.from_url(redis_url)
         await wait_for(lambda: WorkerInfo.from_hash(r.hgetall(keys.worker(w.worker_id))).jobs_done >= 5)
     finally:

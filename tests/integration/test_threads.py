@@ -33,7 +33,7 @@ RULES = [
 def env():
     with private_redis() as url:
         worker = WorkerProcess(url, script=write_rules(RULES, token_delay_s=0.004)).wait_ready()
-        gw = LiveGateway(GatewaySettings(redis_url=url, api_keys=KEYS, registry_cache_s=0)).start()
+        gw = LiveGateway(GatewaySettings(redis_url=url, api_keys=KEYS, fleet_cache_s=0)).start()
         try:
             yield gw, url
         finally:

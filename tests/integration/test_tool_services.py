@@ -22,7 +22,7 @@ from tests.integration.gateway_support import asgi_client, wait_for
 from tests.integration.test_gateway import sse_events
 from tests.support.services import REPO, ServiceProcess
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.services import LiveCatalog, ServiceCaller, read_services
+from toolq.services import ServiceCaller, ServiceFleetView, read_services
 from toolq.services.calls import RESULT_TTL_MS
 from toolq.store import keys
 from toolq.store.scripts import Script
@@ -38,7 +38,7 @@ def rules(call: str) -> str:
 
 @pytest.fixture
 def settings(redis_url) -> GatewaySettings:
-    return GatewaySettings(redis_url=redis_url, registry_cache_s=0)
+    return GatewaySettings(redis_url=redis_url, fleet_cache_s=0)
 
 
 @pytest.fixture
@@ -175,7 +175,7 @@ async def test_a_call_id_sent_again_gets_the_accepted_result_without_running_twi
 
 async def test_sigterm_finishes_the_call_in_hand_then_deregisters(services, r, redis_url):
     svc = services()
-    caller = ServiceCaller(r, LiveCatalog(r, max_age_s=0))
+    caller = ServiceCaller(r, ServiceFleetView(r, max_age_s=0))
     call = asyncio.create_task(caller.call("slow_glorp", "call_term", {"glorp": 1, "seconds": 1.0}, 10))
 
     async def handed() -> bool:
@@ -275,7 +275,7 @@ async def test_a_forged_result_for_a_call_not_handed_is_refused(r):
     assert await post(r, "inst-a", entry, "call_real", "real") == "accepted"
 
 
-def test_registry_entry_of_an_instance_expires_and_is_pruned(redis_url):
+def test_the_fleet_entry_of_an_instance_expires_and_is_pruned(redis_url):
     r = redis.Redis.from_url(redis_url)
     r.sadd(keys.SERVICES, "gone")  # its hash expired: a dead instance
 

@@ -90,7 +90,7 @@ async def test_job_events_in_order_with_contiguous_seq(redis_url, store):
     assert 0 < await store.redis.ttl(keys.log(job_id))
 
 
-async def test_registry_entry_and_pruning_of_dead_workers(redis_url, store):
+async def test_fleet_entry_and_pruning_of_dead_workers(redis_url, store):
     await store.redis.sadd(keys.WORKERS, "ghost")  # a worker that died: no hash any more
     async with running_worker(redis_url, ScriptedEngine(["x"])) as worker:
         wid = worker.ctx["worker_id"]

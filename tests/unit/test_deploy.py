@@ -286,7 +286,7 @@ def test_k8s_gateway_ports_probes_and_env():
     assert env_of(c)["TOOLQ_REDIS_URL"] == f"redis://toolq-redis:{redis_svc['spec']['ports'][0]['port']}/0"
 
 
-def test_k8s_gpu_worker_takes_one_gpu_and_checks_the_registry():
+def test_k8s_gpu_worker_takes_one_gpu_and_checks_its_fleet_entry():
     m = manifests()
     dep = m[("Deployment", "toolq-worker-gpu")]
     spec = dep["spec"]["template"]["spec"]

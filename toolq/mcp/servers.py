@@ -1,4 +1,4 @@
-"""The tools of a set of MCP servers: started together, listed under one catalog, called with a
+"""The tools of a set of MCP servers: started together, named in one namespace (``toolq/mcp/naming.py``), called with a
 time limit, each call's outcome a ToolOutcome that never raises.
 
 A server that cannot be reached at start is logged and left out until it answers: ``refresh`` (a
@@ -17,9 +17,9 @@ from typing import Any, TextIO
 import structlog
 from mcp import McpError
 
-from toolq.mcp.catalog import McpTool, build_catalog
 from toolq.mcp.config import McpServerConfig
 from toolq.mcp.connection import McpConnection, McpUnavailable
+from toolq.mcp.naming import McpTool, name_tools
 from toolq.mcp.results import result_text
 from toolq.tools.results import ToolOutcome
 
@@ -58,10 +58,10 @@ class McpTools:
         await asyncio.gather(*(c.close() for c in self.connections.values()))
 
     def names(self) -> list[str]:
-        return list(self._catalog())
+        return list(self._named())
 
     def get(self, name: str) -> McpTool | None:
-        return self._catalog().get(name)
+        return self._named().get(name)
 
     async def call(self, name: str, arguments: dict[str, Any], *, timeout_s: float) -> ToolOutcome:
         started = time.perf_counter()
@@ -99,10 +99,10 @@ class McpTools:
         except McpUnavailable:
             pass  # logged by the connection, with when it is tried again
 
-    def _catalog(self) -> dict[str, McpTool]:
+    def _named(self) -> dict[str, McpTool]:
         generations = tuple(c.generation for c in self.connections.values())
         if generations != self._generations:  # a session (re)opened: its listing may have changed
             listings = [(c.config, c.tools) for c in self.connections.values()]
-            self._tools = build_catalog(listings, self.reserved)
+            self._tools = name_tools(listings, self.reserved)
             self._generations = generations
         return self._tools

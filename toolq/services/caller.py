@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 from toolq.services.calls import decode_outcome
 from toolq.store import keys
 from toolq.store.scripts import Script
-from toolq.store.services import LiveCatalog
+from toolq.store.services import ServiceFleetView
 from toolq.tools import ToolOutcome
 
 __all__ = ["ServiceCaller"]
@@ -28,9 +28,9 @@ TRANSIT_S = 1.0
 
 
 class ServiceCaller:
-    def __init__(self, redis: Any, catalog: LiveCatalog | None = None):
+    def __init__(self, redis: Any, services: ServiceFleetView | None = None):
         self.redis = redis
-        self.catalog = catalog or LiveCatalog(redis)
+        self.services = services or ServiceFleetView(redis)
         self._send = Script(redis, "service_call")
 
     async def call(self, tool: str, call_id: str, arguments: dict[str, Any], timeout_s: float) -> ToolOutcome:
@@ -42,7 +42,7 @@ class ServiceCaller:
             return ToolOutcome(ok=False, content=text, error=text, duration_ms=(time.perf_counter() - started) * 1000)
 
         try:
-            if not (await self.catalog.get()).serves(tool):
+            if not (await self.services.get()).serves(tool):
                 return failed(f"no live tool service serves {tool!r}; the call was not sent")
             stored = await self._send(
                 calls=keys.tool_calls(tool),

@@ -249,7 +249,7 @@ class ToolService:
                 pipe.xdel(stream, eid)
                 await pipe.execute()
 
-    # -- heartbeat: the registry entry, leases of calls in hand, calls of dead instances --------
+    # -- heartbeat: the fleet entry, leases of calls in hand, calls of dead instances --------
 
     async def _heartbeat(self) -> None:
         while not self._done:

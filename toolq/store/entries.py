@@ -1,4 +1,4 @@
-"""Expiring registry entries: a set of member ids and one hash per member that lives only while
+"""Expiring fleet entries: a set of member ids and one hash per member that lives only while
 its owner's heartbeat refreshes it. Live workers (``toolq/store/fleet.py``) and live tool service
 instances (``toolq/store/services.py``) are kept this way."""
 

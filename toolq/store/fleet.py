@@ -1,5 +1,5 @@
-"""The worker registry: which models and tools the live workers serve right now (and, beside it,
-the tool services' catalog, ``toolq/store/services.py``).
+"""The fleet: which models and tools the live workers serve right now (and, beside them, the
+live tool service instances, ``toolq/store/services.py``).
 
 Each worker keeps its entry fresh with ``register`` (toolq.store.keys: set ``toolq:workers``, one
 expiring hash per worker); the gateway and the SDK's Redis mode read it with ``read_fleet`` to
@@ -21,7 +21,7 @@ from toolq.protocol import JobRequest, Where
 from toolq.store import keys
 from toolq.store.entries import drop_entry, read_entries, tool_specs, write_entry
 from toolq.store.fair import FairQueue
-from toolq.store.services import ServiceCatalog, read_services
+from toolq.store.services import ServiceFleet, read_services
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class WorkerInfo:
         return frozenset(t["function"]["name"] for t in self.tools)
 
     def to_hash(self) -> dict[str, Any]:
-        """The registry hash of this worker (what ``from_hash`` reads back)."""
+        """The fleet entry of this worker (what ``from_hash`` reads back)."""
         return {
             "id": self.id,
             "model": self.model,
@@ -80,7 +80,7 @@ class WorkerInfo:
 
     @classmethod
     def from_hash(cls, h: dict[bytes, bytes]) -> WorkerInfo | None:
-        """Parse one registry hash; None for an entry too broken to trust (a half-written hash)."""
+        """Parse one fleet entry; None for an entry too broken to trust (a half-written hash)."""
         d = {k.decode(): v.decode() for k, v in h.items()}
         try:
             tools = tool_specs(d.get("tools"))
@@ -114,7 +114,7 @@ class Fleet:
     """A snapshot of the live workers and tool service instances."""
 
     workers: tuple[WorkerInfo, ...] = field(default_factory=tuple)
-    services: ServiceCatalog = field(default_factory=ServiceCatalog)
+    services: ServiceFleet = field(default_factory=ServiceFleet)
 
     def models(self) -> list[str]:
         return sorted({w.model for w in self.workers})

@@ -60,7 +60,7 @@ def idempotency(tenant: str, key: str) -> str:
     return f"{PREFIX}:idem:{tenant}:{key}"
 
 
-# Worker registry: one hash per live worker, expiring unless its heartbeat refreshes it.
+# The fleet: one hash per live worker, expiring unless its heartbeat refreshes it.
 WORKERS = f"{PREFIX}:workers"  # set of worker ids (members whose key expired are stale)
 
 

@@ -1,4 +1,4 @@
-"""The tool service registry: which tools the live service instances serve right now.
+"""The tool services' part of the fleet: which tools the live service instances serve right now.
 
 Each instance keeps its entry fresh with ``register_service`` (toolq.store.keys: set ``toolq:services``,
 one expiring hash per instance, as workers do in ``toolq/store/fleet.py``). Workers read it to know
@@ -17,7 +17,7 @@ from typing import Any
 from toolq.store import keys
 from toolq.store.entries import drop_entry, read_entries, tool_specs, write_entry
 
-__all__ = ["LiveCatalog", "ServiceCatalog", "ServiceInfo", "deregister_service", "read_services", "register_service"]
+__all__ = ["ServiceFleet", "ServiceFleetView", "ServiceInfo", "deregister_service", "read_services", "register_service"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class ServiceInfo:
 
 
 @dataclass(frozen=True)
-class ServiceCatalog:
+class ServiceFleet:
     """A snapshot of the live instances."""
 
     instances: tuple[ServiceInfo, ...] = field(default_factory=tuple)
@@ -98,24 +98,24 @@ async def deregister_service(redis: Any, instance_id: str) -> None:
     await drop_entry(redis, keys.SERVICES, keys.service(instance_id), instance_id)
 
 
-async def read_services(redis: Any, *, prune: bool = True) -> ServiceCatalog:
+async def read_services(redis: Any, *, prune: bool = True) -> ServiceFleet:
     """The live instances (an instance whose entry expired is dead; ``prune`` forgets it)."""
     live = await read_entries(redis, keys.SERVICES, keys.service, ServiceInfo.from_hash, prune=prune)
-    return ServiceCatalog(tuple(live))
+    return ServiceFleet(tuple(live))
 
 
-class LiveCatalog:
-    """The catalog re-read from Redis at most every ``max_age_s``: a caller learns of a new or
+class ServiceFleetView:
+    """The live instances re-read from Redis at most every ``max_age_s``: a caller learns of a new or
     dead instance that much later, and a burst of calls does not re-read it for each."""
 
     def __init__(self, redis: Any, max_age_s: float = 2.0):
         self.redis = redis
         self.max_age_s = max_age_s
-        self.snapshot = ServiceCatalog()
+        self.snapshot = ServiceFleet()
         self._at: float | None = None
         self._lock = asyncio.Lock()
 
-    async def get(self, *, fresh: bool = False) -> ServiceCatalog:
+    async def get(self, *, fresh: bool = False) -> ServiceFleet:
         if not fresh and self._at is not None and time.monotonic() - self._at < self.max_age_s:
             return self.snapshot
         async with self._lock:  # one reader refreshes; the others take its answer

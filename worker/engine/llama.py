@@ -206,7 +206,7 @@ class LlamaEngine:
         self._scheduler.jump_forward = on
 
     def stats(self) -> EngineStats:
-        """Slots, busy and waiting requests, batch and token counters (for metrics and the registry)."""
+        """Slots, busy and waiting requests, batch and token counters (for metrics and the fleet entry)."""
         return self._scheduler.stats
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:

@@ -1,6 +1,6 @@
 """Tool services (``toolq.ToolService``, registered in Redis) as a ToolSource.
 
-The live catalog is re-read every ``REFRESH_S`` in the background (``keep_fresh``) and whenever a
+The live instances' tools are re-read every ``REFRESH_S`` in the background (``keep_fresh``) and whenever a
 job names a tool no source holds (``refresh``, called by the resolver), so a service that starts
 is usable at once and one that died stops being offered within a few seconds. Calls are checked
 here against the schema the service registered, before they travel; the service checks them
@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 
 from toolq.definitions import check_parameters, check_tool_name
 from toolq.protocol import Where
-from toolq.services import LiveCatalog, ServiceCaller
+from toolq.services import ServiceCaller, ServiceFleetView
 from toolq.tools import CheckedCall, ToolOutcome
 from toolq.tools.messages import unknown_tool
 from toolq.tools.schema_tool import SchemaTool
@@ -31,8 +31,8 @@ class ServiceSource:
     where: Where = "service"
 
     def __init__(self, redis: Any, *, max_age_s: float = REFRESH_S):
-        self.catalog = LiveCatalog(redis, max_age_s)
-        self.caller = ServiceCaller(redis, self.catalog)
+        self.services = ServiceFleetView(redis, max_age_s)
+        self.caller = ServiceCaller(redis, self.services)
         self._tools: dict[str, SchemaTool] = {}
 
     def names(self) -> list[str]:
@@ -60,12 +60,12 @@ class ServiceSource:
 
     async def refresh(self) -> None:
         try:
-            catalog = await self.catalog.get(fresh=True)
+            services = await self.services.get(fresh=True)
         except RedisError as e:
-            log.warning("reading the tool service catalog failed", error=str(e))
+            log.warning("reading the live tool services failed", error=str(e))
             return
         tools: dict[str, SchemaTool] = {}
-        for name, spec in catalog.tools().items():
+        for name, spec in services.tools().items():
             known = self._tools.get(name)
             if known is not None and known.spec()["function"] == spec["function"] and _same_terms(known, spec):
                 tools[name] = known  # unchanged: keep its compiled validator
@@ -93,7 +93,7 @@ def _timeout(spec: dict[str, Any]) -> float | None:
 
 def _schema_tool(spec: dict[str, Any]) -> SchemaTool | None:
     """A service's registered spec as a SchemaTool; None (logged) when it is not a usable tool:
-    the registry is written by other processes, so it is checked like a caller's definition."""
+    the fleet entries are written by other processes, so it is checked like a caller's definition."""
     fn = spec["function"]
     try:
         name = check_tool_name(fn.get("name"))

@@ -16,34 +16,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.openai import fields
-from gateway.openai.errors import OpenAIError, describe_validation
+from gateway.openai import fields, shared
+from gateway.openai.errors import OpenAIError
+from gateway.openai.shared import ToolqOptions, text_of
 from toolq.limits import MAX_STOP
-from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, NamedToolChoice, Webhook
+from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, NamedToolChoice
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-def text_of(content: Any, where: str = "content") -> str | None:
-    """A message's content as one string: a string, or a list of text parts (joined by newlines,
-    as llama.cpp's server joins them). Other parts (images, audio, files) are refused."""
-    if content is None or isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise ValueError("must be a string or a list of text parts")
-    texts = []
-    for i, part in enumerate(content):
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind not in ("text", "input_text", "output_text") or not isinstance(part.get("text"), str):
-            raise ValueError(
-                f"{where}[{i}]: only text parts ({{'type': 'text', 'text': ...}}) are supported, not {kind!r}"
-            )
-        texts.append(part["text"])
-    return "\n".join(texts)
 
 
 class ChatFunctionCall(_Strict):
@@ -92,15 +75,6 @@ class ResponseFormatParam(_Strict):
 class StreamOptions(_Strict):
     include_usage: bool | None = None
     include_obfuscation: bool | None = None  # padding against length side channels; toolq sends none
-
-
-class ToolqOptions(_Strict):
-    """The ``toolq`` extension field."""
-
-    server_tools: list[str] = Field(default_factory=list, description="served tools the worker runs in the full loop")
-    max_iterations: int | None = Field(default=None, ge=1, le=100)
-    timeout_s: float | None = Field(default=None, gt=0, le=86400)
-    webhook: Webhook | None = Field(default=None, description="signed callbacks of the job's end (README: Webhooks)")
 
 
 class ChatCompletionRequest(_Strict):
@@ -153,49 +127,28 @@ def to_message(m: ChatMessage) -> dict[str, Any]:
 
 
 def answer_format(rf: ResponseFormatParam | None) -> dict[str, Any] | None:
-    if rf is None or rf.type == "text":
+    if rf is None:
         return None
-    if rf.type == "json_object":
-        return {"type": "json_object"}
-    if rf.json_schema is None or rf.json_schema.schema_ is None:
-        raise OpenAIError(400, "response_format json_schema needs json_schema.schema", param="response_format")
-    return {"type": "json_schema", "json_schema": rf.json_schema.schema_, "name": rf.json_schema.name}
-
-
-def job_request(messages: list[dict[str, Any]], fields: dict[str, Any]) -> JobRequest:
-    """Build the JobRequest; a protocol rule it breaks is a 400 naming the field."""
-    try:
-        return JobRequest.model_validate({"messages": messages, **fields})
-    except ValidationError as e:
-        message, param = describe_validation([dict(err) for err in e.errors()])
-        raise OpenAIError(400, message, param=param) from None
+    js = rf.json_schema
+    missing = OpenAIError(400, "response_format json_schema needs json_schema.schema", param="response_format")
+    return shared.answer_format(rf.type, js.schema_ if js else None, js.name if js else None, missing=missing)
 
 
 def to_job(req: ChatCompletionRequest) -> JobRequest:
-    """The toolq job for a Chat Completions request: the caller's tools end the job with
-    finish_reason tool_calls (``on_client_tool="end"``), served tools named in the extension run
-    in the worker's loop."""
-    ext = req.toolq or ToolqOptions()
-    tools: list[Any] = [FunctionTool(function=t.function, execution="client") for t in req.tools or ()]
-    tools += ext.server_tools
-    fields: dict[str, Any] = {
-        "model": req.model,
-        "tools": tools,
-        "tool_choice": req.tool_choice or "auto",
-        "on_client_tool": "end",
-        "stream_tokens": bool(req.stream),
-        "stop": req.stops(),
-        "response_format": answer_format(req.response_format),
-        "metadata": {**(req.metadata or {}), **({"user": req.user} if req.user else {})},
-    }
-    optional = {
-        "parallel_tool_calls": req.parallel_tool_calls,
-        "max_tokens": req.max_completion_tokens or req.max_tokens,
-        "temperature": req.temperature,
-        "seed": req.seed,
-        "max_iterations": ext.max_iterations,
-        "timeout_s": ext.timeout_s,
-        "webhook": ext.webhook,
-    }
-    fields.update({k: v for k, v in optional.items() if v is not None})
-    return job_request([to_message(m) for m in req.messages], fields)
+    """The toolq job for a Chat Completions request (gateway/openai/shared.py: to_job)."""
+    return shared.to_job(
+        [to_message(m) for m in req.messages],
+        req.toolq,
+        metadata=req.metadata,
+        user=req.user,
+        model=req.model,
+        tools=[FunctionTool(function=t.function, execution="client") for t in req.tools or ()],
+        tool_choice=req.tool_choice or "auto",
+        stream_tokens=bool(req.stream),
+        stop=req.stops(),
+        response_format=answer_format(req.response_format),
+        parallel_tool_calls=req.parallel_tool_calls,
+        max_tokens=req.max_completion_tokens or req.max_tokens,
+        temperature=req.temperature,
+        seed=req.seed,
+    )

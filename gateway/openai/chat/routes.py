@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -16,8 +15,9 @@ from gateway.auth import Tenant
 from gateway.openai import errors
 from gateway.openai.chat.request import ChatCompletionRequest, to_job
 from gateway.openai.chat.shapes import ChunkWriter, completion
-from gateway.openai.chat.stream import ChatStream, sse_data
+from gateway.openai.chat.stream import ChatStream
 from gateway.openai.models import check_model
+from gateway.openai.shared import CLIENT_CLOSED, JOB_HEADER, error_responses, sse_json
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
@@ -26,11 +26,7 @@ from toolq.protocol import EventType, JobRequest
 from toolq.store.jobstore import JobNotFound
 
 router = APIRouter(prefix="/v1", tags=["openai"])
-JOB_HEADER = "X-Toolq-Job-Id"  # the toolq job behind the answer: its events are at /v1/jobs/{id}/events
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"description": "an error in OpenAI's shape"} for code in (400, 401, 404, 409, 429, 503)
-}
-CLIENT_CLOSED = 499  # what the access log shows for a caller that left before the answer
+_ERRORS = error_responses(400, 401, 404, 409, 429, 503)
 
 
 @router.post(
@@ -74,14 +70,14 @@ async def _chunks(
     stream = ChatStream(writer, job)
     done = False
     try:
-        yield ServerSentEvent(sse_data(stream.start()), sep=SEP)
+        yield ServerSentEvent(sse_json(stream.start()), sep=SEP)
         async for event in state.store.follow(job_id, idle_s=state.settings.keepalive_s, ticks=True):
             if event is None:
                 yield ServerSentEvent(comment=KEEPALIVE, sep=SEP)
                 continue
             if event.type == EventType.final:
                 for chunk in stream.final(FinalData.of(event)):
-                    yield ServerSentEvent(sse_data(chunk), sep=SEP)
+                    yield ServerSentEvent(sse_json(chunk), sep=SEP)
                 done = True
                 yield ServerSentEvent("[DONE]", sep=SEP)
                 return
@@ -89,15 +85,15 @@ async def _chunks(
                 done = True
                 err = errors.job_failure(payload(event))
                 yield ServerSentEvent(
-                    sse_data(errors.body(err.status, err.message, param=None, code=err.code)), sep=SEP
+                    sse_json(errors.body(err.status, err.message, param=None, code=err.code)), sep=SEP
                 )
                 return
             for chunk in stream.on_event(event):
-                yield ServerSentEvent(sse_data(chunk), sep=SEP)
+                yield ServerSentEvent(sse_json(chunk), sep=SEP)
     except (JobNotFound, RedisError) as e:
         done = True  # nothing to cancel (expired) or no way to now; tell the caller and end
         err = errors.OpenAIError(503, f"the job's events could not be read: {type(e).__name__}", code="unavailable")
-        yield ServerSentEvent(sse_data(errors.body(503, err.message, param=None, code=err.code)), sep=SEP)
+        yield ServerSentEvent(sse_json(errors.body(503, err.message, param=None, code=err.code)), sep=SEP)
     finally:
         if not done:
             cancel_soon(state, job_id)  # the caller left mid-stream

@@ -22,22 +22,20 @@ stream has already shown it.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from gateway.openai.chat.shapes import FINISH, ChunkWriter, tool_calls
+from gateway.openai.shared import argument_pieces
 from gateway.openai.streamed_calls import StreamedCalls
 from gateway.openai.visible_text import VisibleText
 from toolq.payloads import FinalData, TokenData
 from toolq.protocol import Event, EventType, JobRequest
 
-ARGUMENT_PIECE = 24  # characters of arguments per chunk
-
 
 class ChatStream:
     def __init__(self, writer: ChunkWriter, job: JobRequest):
         self.writer = writer
-        self.text = VisibleText(tools_offered=bool(job.tools) and job.tool_choice != "none")
+        self.text = VisibleText.of(job)
         self.calls = StreamedCalls(job)
 
     def start(self) -> dict[str, Any]:
@@ -79,16 +77,11 @@ class ChatStream:
                 "function": {"name": fn["name"], "arguments": ""},
             }
             out.append(self.writer.chunk({"tool_calls": [head]}))
-            args = fn["arguments"]
-            for at in range(0, len(args), ARGUMENT_PIECE):
-                piece = {"index": index, "function": {"arguments": args[at : at + ARGUMENT_PIECE]}}
+            for args in argument_pieces(fn["arguments"]):
+                piece = {"index": index, "function": {"arguments": args}}
                 out.append(self.writer.chunk({"tool_calls": [piece]}))
             index += 1
         out.append(self.writer.chunk({}, FINISH.get(data.finish_reason, "stop")))
         if self.writer.include_usage:
             out.append(self.writer.usage_chunk(data))
         return out
-
-
-def sse_data(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))

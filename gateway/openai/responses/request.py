@@ -4,7 +4,7 @@ Supported: ``model``, ``input`` (a string, or items: messages, ``function_call``
 ``function_call_output``), ``instructions``, ``tools`` (function tools, Responses' flat shape),
 ``tool_choice``, ``parallel_tool_calls``, ``max_output_tokens``, ``temperature``,
 ``previous_response_id``, ``background``, ``stream``, ``text.format`` (json_object, json_schema),
-``metadata``, ``user``, and the ``toolq`` extension of gateway/openai/chat/request.py. OpenAI's
+``metadata``, ``user``, and the ``toolq`` extension (gateway/openai/shared.py). OpenAI's
 other fields are screened by the table of gateway/openai/fields.py, as in chat completions; any
 other field is a 400 naming it.
 """
@@ -15,9 +15,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gateway.openai import fields
-from gateway.openai.chat.request import ToolqOptions, job_request, text_of
+from gateway.openai import fields, shared
 from gateway.openai.errors import OpenAIError
+from gateway.openai.shared import ToolqOptions, text_of
 from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, Message, ToolCall
 
 
@@ -138,42 +138,32 @@ def input_messages(items: str | list[dict[str, Any]]) -> list[Message]:
 
 def answer_format(text: TextConfig | None) -> dict[str, Any] | None:
     fmt = text.format if text else None
-    if fmt is None or fmt.type == "text":
+    if fmt is None:
         return None
-    if fmt.type == "json_object":
-        return {"type": "json_object"}
-    if fmt.schema_ is None:
-        raise OpenAIError(400, "text.format json_schema needs a schema", param="text.format.schema")
-    return {"type": "json_schema", "json_schema": fmt.schema_, "name": fmt.name}
+    missing = OpenAIError(400, "text.format json_schema needs a schema", param="text.format.schema")
+    return shared.answer_format(fmt.type, fmt.schema_, fmt.name, missing=missing)
 
 
 def to_job(req: ResponsesRequest, earlier: list[Message]) -> JobRequest:
     """The job: instructions, then the previous response's transcript (``earlier``, without its
     instructions, as OpenAI does not carry them over), then the input. The caller's function
-    tools end the job with their calls, as in chat completions."""
-    ext = req.toolq or ToolqOptions()
+    tools end the job with their calls, as in chat completions (gateway/openai/shared.py: to_job)."""
     messages = ([Message(role="system", content=req.instructions)] if req.instructions else []) + earlier
     messages += input_messages(req.input)
-    tools: list[Any] = [FunctionTool(function=t.spec()) for t in req.tools or ()] + list(ext.server_tools)
     choice: Any = req.tool_choice or "auto"
     if isinstance(choice, NamedFunction):
         choice = {"type": "function", "function": {"name": choice.name}}
-    fields: dict[str, Any] = {
-        "model": req.model,
-        "tools": tools,
-        "tool_choice": choice,
-        "on_client_tool": "end",
-        "stream_tokens": bool(req.stream),
-        "response_format": answer_format(req.text),
-        "metadata": {**(req.metadata or {}), **({"user": req.user} if req.user else {})},
-    }
-    optional = {
-        "parallel_tool_calls": req.parallel_tool_calls,
-        "max_tokens": req.max_output_tokens,
-        "temperature": req.temperature,
-        "max_iterations": ext.max_iterations,
-        "timeout_s": ext.timeout_s,
-        "webhook": ext.webhook,
-    }
-    fields.update({k: v for k, v in optional.items() if v is not None})
-    return job_request([m.model_dump(mode="json", exclude_none=True) for m in messages], fields)
+    return shared.to_job(
+        [m.model_dump(mode="json", exclude_none=True) for m in messages],
+        req.toolq,
+        metadata=req.metadata,
+        user=req.user,
+        model=req.model,
+        tools=[FunctionTool(function=t.spec()) for t in req.tools or ()],
+        tool_choice=choice,
+        stream_tokens=bool(req.stream),
+        response_format=answer_format(req.text),
+        parallel_tool_calls=req.parallel_tool_calls,
+        max_tokens=req.max_output_tokens,
+        temperature=req.temperature,
+    )

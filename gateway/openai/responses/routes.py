@@ -18,13 +18,13 @@ from starlette.responses import Response
 
 from gateway.auth import Tenant
 from gateway.openai import errors
-from gateway.openai.chat.routes import CLIENT_CLOSED, JOB_HEADER
 from gateway.openai.conversations import run_in_conversation
 from gateway.openai.models import check_model
 from gateway.openai.responses.request import ResponsesRequest, to_job
 from gateway.openai.responses.shapes import from_job
 from gateway.openai.responses.store import StoredResponse, load, new_response_id, save
-from gateway.openai.responses.stream import ResponseEvents, sse_json
+from gateway.openai.responses.stream import ResponseEvents
+from gateway.openai.shared import CLIENT_CLOSED, JOB_HEADER, error_responses, sse_json
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
@@ -35,9 +35,7 @@ from toolq.store.records import JobRecord
 
 router = APIRouter(prefix="/v1/responses", tags=["openai"])
 ResponseId = Annotated[str, Path(min_length=1, max_length=128, description="a response id (resp_...)")]
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"description": "an error in OpenAI's shape"} for code in (400, 401, 404, 429, 503)
-}
+_ERRORS = error_responses(400, 401, 404, 429, 503)
 _STREAMED: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "a response object, or with stream: response events",

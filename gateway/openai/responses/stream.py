@@ -26,18 +26,17 @@ from gateway.openai.responses.shapes import (
     usage_of,
 )
 from gateway.openai.responses.store import StoredResponse
+from gateway.openai.shared import argument_pieces
 from gateway.openai.streamed_calls import StreamedCalls
 from gateway.openai.visible_text import VisibleText
 from toolq.payloads import ErrorData, FinalData, TokenData
 from toolq.protocol import Event, EventType, FunctionCall, JobRequest, ToolCall
 
-ARGUMENT_PIECE = 24  # characters of arguments per delta event
-
 
 class ResponseEvents:
     def __init__(self, stored: StoredResponse, job: JobRequest):
         self.stored = stored
-        self.text = VisibleText(tools_offered=bool(job.tools) and job.tool_choice != "none")
+        self.text = VisibleText.of(job)
         self.calls = StreamedCalls(job)
         self.streamed: dict[int, dict[str, Any]] = {}  # the stream's call index -> its item, in progress
         self.seq = -1
@@ -171,13 +170,10 @@ class ResponseEvents:
             out.append(
                 self._ev("response.output_item.added", output_index=index, item=call_item(call, "in_progress", ""))
             )
-            for at in range(0, len(args), ARGUMENT_PIECE):
+            for piece in argument_pieces(args):
                 out.append(
                     self._ev(
-                        "response.function_call_arguments.delta",
-                        item_id=done["id"],
-                        output_index=index,
-                        delta=args[at : at + ARGUMENT_PIECE],
+                        "response.function_call_arguments.delta", item_id=done["id"], output_index=index, delta=piece
                     )
                 )
             out += [
@@ -208,7 +204,3 @@ def _same_json(a: str, b: str) -> bool:
         return bool(json.loads(a) == json.loads(b))
     except ValueError:
         return False
-
-
-def sse_json(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))

@@ -1,12 +1,12 @@
 """The tool-service wire codecs: calls read from a stream entry, outcomes posted back, and the
-registry entries of instances. Everything that arrives from Redis is untrusted."""
+fleet entries of instances. Everything that arrives from Redis is untrusted."""
 
 from __future__ import annotations
 
 import json
 
 from toolq.services.calls import MAX_RESULT_CHARS, ServiceCall, decode_outcome, encode_outcome
-from toolq.store.services import ServiceCatalog, ServiceInfo
+from toolq.store.services import ServiceFleet, ServiceInfo
 from toolq.tools import ToolOutcome
 from worker.sources.services import _schema_tool
 
@@ -43,13 +43,13 @@ def spec(name: str, parameters: object = None, **extra: object) -> dict:
     return {"type": "function", "function": fn, "where": "service", **extra}
 
 
-def test_the_catalog_keeps_the_spec_of_the_instance_that_beat_last():
+def test_the_service_fleet_keeps_the_spec_of_the_instance_that_beat_last():
     old = ServiceInfo("a", (spec("t", requires_approval=False),), heartbeat_ms=1)
     new = ServiceInfo("b", (spec("t", requires_approval=True), spec("u")), heartbeat_ms=2)
-    catalog = ServiceCatalog((new, old))
-    assert catalog.tools()["t"]["requires_approval"] is True
-    assert catalog.serves("u") and not catalog.serves("v")
-    assert [i.id for i in catalog.instances_of("t")] == ["b", "a"]
+    services = ServiceFleet((new, old))
+    assert services.tools()["t"]["requires_approval"] is True
+    assert services.serves("u") and not services.serves("v")
+    assert [i.id for i in services.instances_of("t")] == ["b", "a"]
     assert ServiceInfo.from_hash({k.encode(): str(v).encode() for k, v in new.to_hash().items()}) == new
     assert ServiceInfo.from_hash({b"tools": b"[]"}) is None  # no id: a half-written hash
 

@@ -22,7 +22,7 @@ from toolq.limits import MAX_DESCRIPTION
 from toolq.mcp.config import McpServerConfig
 from toolq.tools.schema_tool import SchemaTool
 
-__all__ = ["McpTool", "build_catalog"]
+__all__ = ["McpTool", "name_tools"]
 
 log = structlog.get_logger("toolq.mcp")
 
@@ -35,7 +35,7 @@ class McpTool:
     schema: SchemaTool
 
 
-def build_catalog(
+def name_tools(
     listings: Sequence[tuple[McpServerConfig, Sequence[types.Tool]]], reserved: Collection[str] = ()
 ) -> dict[str, McpTool]:
     counts = Counter(t.name for _, tools in listings for t in tools)

@@ -6,7 +6,7 @@ import pytest
 from mcp import types
 
 from toolq.mcp import McpServerConfig, parse_servers
-from toolq.mcp.catalog import build_catalog
+from toolq.mcp.naming import name_tools
 from toolq.mcp.results import MAX_RESULT_CHARS, result_text
 
 OBJ = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
@@ -51,12 +51,12 @@ def test_parse_servers_names_the_bad_entry(raw, message):
 def test_unique_names_kept_and_collisions_prefixed_on_every_side():
     a = McpServerConfig(name="a", url="http://h")
     b = McpServerConfig(name="b", url="http://h", requires_approval=["write"])
-    cat = build_catalog([(a, [tool("read"), tool("only_a")]), (b, [tool("read"), tool("write")])])
+    cat = name_tools([(a, [tool("read"), tool("only_a")]), (b, [tool("read"), tool("write")])])
     assert sorted(cat) == ["a_read", "b_read", "only_a", "write"]
     assert cat["a_read"].remote_name == "read" and cat["a_read"].server == "a"
     assert cat["write"].schema.requires_approval and not cat["only_a"].schema.requires_approval
     # a name the worker's own tools use is prefixed too
-    cat = build_catalog([(a, [tool("calculate_zorbix")])], reserved={"calculate_zorbix"})
+    cat = name_tools([(a, [tool("calculate_zorbix")])], reserved={"calculate_zorbix"})
     assert list(cat) == ["a_calculate_zorbix"]
 
 
@@ -69,7 +69,7 @@ def test_invalid_schemas_and_names_are_skipped_with_a_warning(capsys):
         tool("dotted.name"),
         tool("x" * 65),
     ]
-    cat = build_catalog([(a, listing)])
+    cat = name_tools([(a, listing)])
     assert list(cat) == ["good"]
     assert cat["good"].schema.timeout_s == 3
     out = capsys.readouterr().out
@@ -78,7 +78,7 @@ def test_invalid_schemas_and_names_are_skipped_with_a_warning(capsys):
 
 
 def test_checked_like_any_schema_tool():
-    cat = build_catalog([(McpServerConfig(name="a", url="http://h"), [tool("t")])])
+    cat = name_tools([(McpServerConfig(name="a", url="http://h"), [tool("t")])])
     assert cat["t"].schema.check({"x": 1}).kwargs == {"x": 1}
     bad = cat["t"].schema.check({"x": "1"})
     assert bad.kwargs is None and "'1' is not of type 'integer'" in bad.errors[0]
