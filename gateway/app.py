@@ -21,9 +21,11 @@ from gateway.openai.chat import routes as openai_chat
 from gateway.openai.responses import routes as openai_responses
 from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
+from gateway.tracing import TraceContext
 from toolq.protocol import PROTOCOL_VERSION
 from toolq.store.fleet import Fleet
 from toolq.store.jobstore import JobNotFound, JobStore, connect
+from toolq.tracing import on as tracing_on
 from toolq.webhook_settings import WebhookSettings
 
 log = structlog.get_logger("toolq.gateway")
@@ -101,4 +103,6 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
     app.include_router(health.router)
     app.include_router(usage.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    if tracing_on():  # configured by gateway/main.py; off, the request path has no tracing code
+        app.add_middleware(TraceContext)
     return app
