@@ -9,7 +9,11 @@ Everything real except the model: a redis-server of its own, `toolq gateway` and
    ``--jobs`` jobs, one at a time, with a worker that answers instantly. Anchors measured in the
    same run: a Redis PING round trip, and the same jobs submitted and followed straight through
    JobStore (the SDK's Redis mode, no HTTP), which is the floor the gateway adds to.
-2. Throughput: jobs that each hold their worker for 50 ms (scripted token_delay_s), submitted
+2. Tracing: the same POST -> `final` latency through a second gateway and worker that trace
+   (OpenTelemetry on, exporting over OTLP/HTTP to a receiver in this process that discards),
+   interleaved in blocks with the untraced pair, so both see the same load: p50, p99 and the
+   ratio on / off. Target: at most 1.10 at p50.
+3. Throughput: jobs that each hold their worker for 50 ms (scripted token_delay_s), submitted
    through the gateway as fast as it takes them, with 1 and with 4 worker processes: end to end
    (first submit to last final) and drain (once every job is in, to the last final). The 4-worker
    figures are given as ratios of the 1-worker ones, measured in the same run.
@@ -27,7 +31,6 @@ import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,9 +40,10 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.support.gateways import GatewayProcess  # noqa: E402
+from tests.support.otlp_receiver import OtlpReceiver  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402  (the same spawned redis-server the tests use)
 from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
-from toolq.local import free_port  # noqa: E402
 from toolq.protocol import JobRequest, Message  # noqa: E402
 from toolq.store import keys  # noqa: E402
 from toolq.store.jobstore import JobStore  # noqa: E402
@@ -81,44 +85,13 @@ class CpuMeter:
         return ", ".join(f"{name} {used * 1000 / n:.1f}" for name, used in self.used.items())
 
 
-class GatewayProcess:
-    def __init__(self, redis_url: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {
-            **os.environ,
-            "TOOLQ_LOG_LEVEL": "warning",
-            "TOOLQ_REGISTRY_CACHE_S": "1",
-            "TOOLQ_MAX_QUEUE_DEPTH": "100000",
-        }
-        env.pop("TOOLQ_API_KEYS", None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "toolq", "gateway", "--port", str(self.port), "--redis", redis_url],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    def wait_ready(self) -> GatewayProcess:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("gateway did not become ready")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
-
-
-def start_workers(redis_url: str, model: str, n: int, delay_s: float) -> list[WorkerProcess]:
+def start_workers(
+    redis_url: str, model: str, n: int, delay_s: float, env: dict[str, str] | None = None
+) -> list[WorkerProcess]:
     script = write_rules([("", "ok")], token_delay_s=delay_s)  # "ok" is one scripted token
-    workers = [WorkerProcess(redis_url, script=script, name=model, tools=("worker.demo_tools",)) for _ in range(n)]
+    workers = [
+        WorkerProcess(redis_url, script=script, name=model, tools=("worker.demo_tools",), env=env) for _ in range(n)
+    ]
     return [w.wait_ready() for w in workers]
 
 
@@ -165,6 +138,42 @@ async def gateway_latency_ms(url: str, model: str, n: int) -> list[float]:
                         break
             out.append((time.perf_counter() - t) * 1000)
     return out
+
+
+# ---------------------------------------------------------------------- tracing
+
+
+async def tracing_cost(redis_url: str, off_url: str, n_jobs: int, block: int = 50) -> float:
+    """Section 2; returns p50 on / off. The traced pair (its own gateway and worker, model
+    "traced") exports to a receiver that reads each payload and throws it away; the untraced pair
+    is the one section 1 measured. Blocks alternate so that load on the machine falls on both."""
+    with OtlpReceiver(keep=False) as sink:
+        env = sink.env(delay_ms=500)  # a short batch delay (the SDK's default is 5 s): more exports
+        traced_gw = GatewayProcess(redis_url, env=env).wait_ready()
+        traced = start_workers(redis_url, "traced", 1, 0.0, env=env)
+        try:
+            await asyncio.sleep(1.1)  # both gateways' registry caches (1 s) see both workers
+            await gateway_latency_ms(traced_gw.url, "traced", 20)  # warm up
+            off: list[float] = []
+            on: list[float] = []
+            for _ in range(max(1, n_jobs // block)):
+                off += await gateway_latency_ms(off_url, "instant", block)
+                on += await gateway_latency_ms(traced_gw.url, "traced", block)
+            await asyncio.sleep(1.0)  # the last batch
+            exported = sink.requests
+        finally:
+            stop_all(traced)
+            traced_gw.stop()
+    p50_off, p99_off = statistics.median(off), pct(off, 99)
+    p50_on, p99_on = statistics.median(on), pct(on, 99)
+    print(f"\n2. tracing, POST /v1/jobs -> SSE `final`, {len(off)} jobs each, interleaved in blocks of {block}")
+    print(f"   tracing off                                  p50 {p50_off:7.2f} ms   p99 {p99_off:7.2f} ms")
+    print(f"   tracing on (OTLP/HTTP to a local sink)       p50 {p50_on:7.2f} ms   p99 {p99_on:7.2f} ms")
+    print(
+        f"   on / off: p50 {p50_on / p50_off:.3f}x, p99 {p99_on / p99_off:.3f}x;"
+        f"  {exported} OTLP export requests received"
+    )
+    return p50_on / p50_off
 
 
 # ---------------------------------------------------------------------- throughput
@@ -264,11 +273,12 @@ async def run(redis_url: str, n_jobs: int, redis_pid: int | None) -> None:
         )
         print(f"   CPU ms per job, direct:  {direct_cpu.per_job(n_jobs)}")
         print(f"   CPU ms per job, gateway: {gw_cpu.per_job(n_jobs)}")
+        p50_traced = await tracing_cost(redis_url, gateway.url, n_jobs)
         stop_all(workers)
         workers = []
 
         print(
-            f"\n2. throughput, each job holds its worker {HOLD_S * 1000:.0f} ms "
+            f"\n3. throughput, each job holds its worker {HOLD_S * 1000:.0f} ms "
             f"(ideal: {1 / HOLD_S:.0f} jobs/s per worker)"
         )
         e2e, drain = {}, {}
@@ -290,6 +300,7 @@ async def run(redis_url: str, n_jobs: int, redis_pid: int | None) -> None:
 
         print("\ntargets")
         print(f"   p50 POST -> final under 15 ms: {p50_gw:.2f} ms  {'PASS' if p50_gw < 15 else 'FAIL'}")
+        print(f"   tracing on costs at most 10% at p50: {p50_traced:.2f}x  {'PASS' if p50_traced <= 1.10 else 'FAIL'}")
         print(
             f"   4 workers at least 3.5x 1 worker: end to end {scale:.2f}x  {'PASS' if scale >= 3.5 else 'FAIL'};"
             f"  drain {scale_drain:.2f}x  {'PASS' if scale_drain >= 3.5 else 'FAIL'}"
