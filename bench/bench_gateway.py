@@ -9,10 +9,11 @@ Everything real except the model: a redis-server of its own, `toolq gateway` and
    ``--jobs`` jobs, one at a time, with a worker that answers instantly. Anchors measured in the
    same run: a Redis PING round trip, and the same jobs submitted and followed straight through
    JobStore (the SDK's Redis mode, no HTTP), which is the floor the gateway adds to.
-2. Tracing: the same POST -> `final` latency through a second gateway and worker that trace
-   (OpenTelemetry on, exporting over OTLP/HTTP to a receiver in this process that discards),
-   interleaved in blocks with the untraced pair, so both see the same load: p50, p99 and the
-   ratio on / off. Target: at most 1.10 at p50.
+2. Tracing: the same POST -> `final` latency through two fresh gateway + worker pairs, one
+   untraced and one tracing (OpenTelemetry on, exporting over OTLP/HTTP to a receiver in this
+   process that discards), interleaved in blocks so both see the same load, each block followed
+   by a pause in which its spans are exported: p50, p99, the ratio on / off, and CPU per job of
+   each pair, export included. Target: at most 1.10 at p50.
 3. Throughput: jobs that each hold their worker for 50 ms (scripted token_delay_s), submitted
    through the gateway as fast as it takes them, with 1 and with 4 worker processes: end to end
    (first submit to last final) and drain (once every job is in, to the last final). The 4-worker
@@ -49,6 +50,7 @@ from toolq.store import keys  # noqa: E402
 from toolq.store.jobstore import JobStore  # noqa: E402
 
 HOLD_S = 0.05  # how long each throughput job keeps its worker busy
+FLUSH_S = 0.6  # the pause after each tracing block: twice the traced processes' batch delay
 JOB = {"messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -143,34 +145,45 @@ async def gateway_latency_ms(url: str, model: str, n: int) -> list[float]:
 # ---------------------------------------------------------------------- tracing
 
 
-async def tracing_cost(redis_url: str, off_url: str, n_jobs: int, block: int = 50) -> float:
-    """Section 2; returns p50 on / off. The traced pair (its own gateway and worker, model
-    "traced") exports to a receiver that reads each payload and throws it away; the untraced pair
-    is the one section 1 measured. Blocks alternate so that load on the machine falls on both."""
+async def tracing_cost(redis_url: str, n_jobs: int, block: int = 25) -> float:
+    """Section 2; returns p50 on / off. Two fresh pairs started alike, each its own gateway and
+    worker: one untraced (model "untraced"), one tracing (model "traced") and exporting to a
+    receiver that reads each payload and throws it away. Blocks alternate so that the load on a
+    shared machine falls on both; CPU per job of each pair is the steadier figure there."""
     with OtlpReceiver(keep=False) as sink:
-        env = sink.env(delay_ms=500)  # a short batch delay (the SDK's default is 5 s): more exports
-        traced_gw = GatewayProcess(redis_url, env=env).wait_ready()
-        traced = start_workers(redis_url, "traced", 1, 0.0, env=env)
+        pairs = {}
+        for name, env in (("untraced", None), ("traced", sink.env(delay_ms=int(FLUSH_S * 1000 / 2)))):
+            gw = GatewayProcess(redis_url, env=env).wait_ready()
+            pairs[name] = (gw, start_workers(redis_url, name, 1, 0.0, env=env))
         try:
-            await asyncio.sleep(1.1)  # both gateways' registry caches (1 s) see both workers
-            await gateway_latency_ms(traced_gw.url, "traced", 20)  # warm up
-            off: list[float] = []
-            on: list[float] = []
+            await asyncio.sleep(1.1)  # the gateways' registry caches (1 s) see both workers
+            for name, (gw, _) in pairs.items():
+                await gateway_latency_ms(gw.url, name, 20)  # warm up
+            latency: dict[str, list[float]] = {name: [] for name in pairs}
+            cpu = dict.fromkeys(pairs, 0.0)
             for _ in range(max(1, n_jobs // block)):
-                off += await gateway_latency_ms(off_url, "instant", block)
-                on += await gateway_latency_ms(traced_gw.url, "traced", block)
-            await asyncio.sleep(1.0)  # the last batch
+                for name, (gw, workers) in pairs.items():
+                    with CpuMeter({"gateway": gw.proc.pid, "worker": workers[0].proc.pid}) as meter:
+                        latency[name] += await gateway_latency_ms(gw.url, name, block)
+                        # the batch of this block is exported now, inside its own CPU count and
+                        # not during the other pair's block, whose latency it would raise
+                        await asyncio.sleep(FLUSH_S)
+                    cpu[name] += meter.used["gateway"] + meter.used["worker"]
             exported = sink.requests
         finally:
-            stop_all(traced)
-            traced_gw.stop()
+            for gw, workers in pairs.values():
+                stop_all(workers)
+                gw.stop()
+    off, on = latency["untraced"], latency["traced"]
     p50_off, p99_off = statistics.median(off), pct(off, 99)
     p50_on, p99_on = statistics.median(on), pct(on, 99)
+    cpu_off, cpu_on = cpu["untraced"] * 1000 / len(off), cpu["traced"] * 1000 / len(on)
     print(f"\n2. tracing, POST /v1/jobs -> SSE `final`, {len(off)} jobs each, interleaved in blocks of {block}")
     print(f"   tracing off                                  p50 {p50_off:7.2f} ms   p99 {p99_off:7.2f} ms")
     print(f"   tracing on (OTLP/HTTP to a local sink)       p50 {p50_on:7.2f} ms   p99 {p99_on:7.2f} ms")
+    print(f"   on / off: p50 {p50_on / p50_off:.3f}x, p99 {p99_on / p99_off:.3f}x")
     print(
-        f"   on / off: p50 {p50_on / p50_off:.3f}x, p99 {p99_on / p99_off:.3f}x;"
+        f"   CPU ms per job, gateway + worker: off {cpu_off:.2f}, on {cpu_on:.2f} ({cpu_on / cpu_off:.3f}x);"
         f"  {exported} OTLP export requests received"
     )
     return p50_on / p50_off
@@ -273,7 +286,7 @@ async def run(redis_url: str, n_jobs: int, redis_pid: int | None) -> None:
         )
         print(f"   CPU ms per job, direct:  {direct_cpu.per_job(n_jobs)}")
         print(f"   CPU ms per job, gateway: {gw_cpu.per_job(n_jobs)}")
-        p50_traced = await tracing_cost(redis_url, gateway.url, n_jobs)
+        p50_traced = await tracing_cost(redis_url, n_jobs)
         stop_all(workers)
         workers = []
 

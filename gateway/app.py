@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import structlog
 from fastapi import FastAPI
@@ -38,6 +40,17 @@ def warn_if_open(settings: GatewaySettings) -> None:
             "Set TOOLQ_API_KEYS=key:tenant,... before exposing this gateway.",
             bind=settings.bind_host(),
         )
+
+
+def _fastapi_telemetry() -> dict[str, Any]:
+    """FastAPI releases with built-in telemetry trace each request once a tracer provider is
+    installed (toolq/tracing/setup.py): an HTTP server span, and spans of its own for the
+    dependencies, the endpoint and the serialization. The HTTP span is kept; the others are
+    turned off, since the ``submit`` span (gateway/submission.py) says what the endpoint did and
+    each span costs CPU (bench/bench_gateway.py, section 2)."""
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters:
+        return {"telemetry": {"operation_spans": False}}
+    return {}
 
 
 def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSettings | None = None) -> FastAPI:
@@ -83,6 +96,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
             await store.close()
 
     app = FastAPI(
+        **_fastapi_telemetry(),
         title="toolq gateway",
         version=str(PROTOCOL_VERSION),
         description="Submit tool-calling LLM conversations as jobs, follow their events, fetch their results.",

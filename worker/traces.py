@@ -24,6 +24,7 @@ from toolq.store.records import JobRecord
 from toolq.tools import ToolOutcome
 from toolq.tracing import NO_SPAN, SpanKind, failed, genai, parent_context, record, span
 from toolq.tracing import on as tracing_on
+from toolq.tracing.tool_span import tool_failed, tool_span
 from worker.generation import GenerationResult
 
 _MS = 1_000_000  # ns per ms
@@ -117,20 +118,9 @@ def generated(gen: GenerationResult, model: str, started_ns: int) -> None:
 
 
 def tool(name: str, call_id: str, where: str) -> AbstractContextManager[Span]:
-    if not tracing_on():
-        return NO_SPAN
-    return span(
-        f"execute_tool {name}",
-        attributes={
-            genai.OPERATION_NAME: genai.EXECUTE_TOOL,
-            genai.TOOL_NAME: name,
-            genai.TOOL_CALL_ID: call_id,
-            genai.TOOL_TYPE: genai.tool_type(where),
-            genai.WHERE: where,
-        },
-    )
+    return tool_span(name, call_id, where)
 
 
 def tool_ended(outcome: ToolOutcome) -> None:
     if not outcome.ok:
-        failed(get_current_span(), "tool_error", (outcome.error or "")[:200])
+        tool_failed(outcome.error)

@@ -19,11 +19,10 @@ import os
 import secrets
 import signal
 import socket
-from contextlib import AbstractContextManager, suppress
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from opentelemetry.trace import Span, get_current_span
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
@@ -34,8 +33,9 @@ from toolq.store import keys
 from toolq.store.scripts import Script
 from toolq.store.services import ServiceInfo, deregister_service, register_service
 from toolq.tools import REGISTRY, CheckedCall, ToolOutcome, ToolRegistry
-from toolq.tracing import NO_SPAN, SpanKind, failed, genai, parent_context, span
-from toolq.tracing import on as tracing_on
+from toolq.tracing import SpanKind, parent_context
+from toolq.tracing.genai import INSTANCE
+from toolq.tracing.tool_span import tool_failed, tool_span
 
 if TYPE_CHECKING:
     from toolq.mcp import McpTools
@@ -197,10 +197,14 @@ class ToolService:
                 log.info("dropping a call past its deadline", tool=tool, call_id=call.call_id)
                 await self._drop(stream, eid)
                 return
-            with _call_span(tool, call, self.id):
+            # the worker's span for this call, continued here when the call carries its context
+            parent = parent_context(call.trace)
+            with tool_span(
+                tool, call.call_id, "service", kind=SpanKind.CONSUMER, context=parent, **{INSTANCE: self.id}
+            ):
                 outcome = await self._run(tool, call.arguments, remaining_ms / 1000)
                 if not outcome.ok:
-                    failed(get_current_span(), "tool_error", (outcome.error or "")[:200])
+                    tool_failed(outcome.error)
         payload = encode_outcome(outcome)
         for attempt in range(3):
             try:
@@ -316,26 +320,6 @@ class ToolService:
             # would drop them.
             if not await self._redis.xpending_range(stream, GROUP, "-", "+", 1, consumername=self.id):
                 await self._redis.xgroup_delconsumer(stream, GROUP, self.id)
-
-
-def _call_span(tool: str, call: ServiceCall, instance: str) -> AbstractContextManager[Span]:
-    """The call as this instance runs it: ``execute_tool {tool}``, continuing the caller's span
-    when the call carries its context (a new trace otherwise)."""
-    if not tracing_on():
-        return NO_SPAN
-    return span(
-        f"execute_tool {tool}",
-        kind=SpanKind.CONSUMER,  # taken off the tool's stream
-        context=parent_context(call.trace),
-        attributes={
-            genai.OPERATION_NAME: genai.EXECUTE_TOOL,
-            genai.TOOL_NAME: tool,
-            genai.TOOL_CALL_ID: call.call_id,
-            genai.TOOL_TYPE: "function",
-            genai.WHERE: "service",
-            genai.INSTANCE: instance,
-        },
-    )
 
 
 def serve(registry: ToolRegistry | None = None, **options: Any) -> None:

@@ -4,8 +4,9 @@ Off by default and then free: nothing of the SDK is imported, and each hook in t
 reads one flag (``switch.on``). The standard ``OTEL_*`` variables turn it on
 (``settings.py``); each service calls ``configure_tracing`` at start and ``shutdown_tracing`` at
 the end (``setup.py``). ``carrier.py`` is the context as it travels (HTTP, the job's record, a
-tool service's call, an MCP request), ``spans.py`` makes spans, ``genai.py`` names their
-attributes, ``log_ids.py`` puts the ids in log lines. Where each span starts: ARCHITECTURE.md,
+tool service's call, an MCP request), ``spans.py`` makes spans, ``tool_span.py`` the span of
+a tool call wherever it runs, ``genai.py`` names their attributes, ``log_ids.py`` puts the ids
+in log lines. Where each span starts: ARCHITECTURE.md,
 "Tracing".
 """
 
