@@ -3,10 +3,10 @@
 - ``attempt``: one attempt (worker/jobrun.py), the child of the gateway's ``submit`` span whose
   context the job's record keeps, or a new trace when it keeps none. ``queue``: the wait from
   submission to pick-up, recorded at pick-up with the record's times (first attempts only).
-- ``chat``: one round of generation, ``chat {model}`` (worker/conversation/rounds.py), with
-  ``render`` and ``parse`` around the template and the format, and ``prefill`` and ``decode``
-  placed from the figures the engine reports (``prompt_ms``, ``decode_ms``): the engine itself
-  is not traced, and its decode thread never sees a span.
+- ``chat``: one round of generation, ``chat {model}`` (worker/conversation/rounds.py): child
+  spans ``prefill`` and ``decode`` placed from the figures the engine reports (``prompt_ms``,
+  ``decode_ms``; the engine itself is not traced, and its decode thread never sees a span), and
+  events ``render`` and ``parse`` (with their durations) for the template and the format.
 - ``tool``: one executed call, ``execute_tool {name}`` (worker/toolbox.py), current while its
   source runs it, so a tool service (toolq/services/caller.py) or an MCP server
   (toolq/mcp/connection.py) receives its context.
@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import time
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 
 from opentelemetry.trace import Span, get_current_span
 
@@ -77,6 +77,31 @@ def chat(model: str, request: JobRequest, iteration: int) -> AbstractContextMana
     if request.seed is not None:
         attributes[genai.REQUEST_SEED] = request.seed
     return span(f"chat {model}", attributes=attributes)
+
+
+def step(name: str) -> AbstractContextManager[object]:
+    """A short step of the current round (``render``, ``parse``): an event on the round's span at
+    the step's start, with its duration. Events, not spans: they cost a tuple each, and the
+    engine's prefill and decode, which take the round's time, are spans."""
+    return _Step(name) if tracing_on() else _NO_STEP
+
+
+class _Step:
+    __slots__ = ("name", "start")
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self) -> _Step:
+        self.start = time.time_ns()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        ms = (time.time_ns() - self.start) / _MS
+        get_current_span().add_event(self.name, {"toolq.duration_ms": round(ms, 3)}, timestamp=self.start)
+
+
+_NO_STEP = nullcontext()
 
 
 def now_ns() -> int:

@@ -34,6 +34,7 @@ class ReceivedSpan:
     end_ns: int
     attributes: dict[str, Any]
     status_code: int  # 0 unset, 1 ok, 2 error
+    events: tuple[str, ...] = ()  # the span's events, by name, in order
 
 
 def _value(v: AnyValue) -> Any:
@@ -63,6 +64,7 @@ def decode(body: bytes) -> list[ReceivedSpan]:
                         end_ns=s.end_time_unix_nano,
                         attributes={a.key: _value(a.value) for a in s.attributes},
                         status_code=s.status.code,
+                        events=tuple(e.name for e in s.events),
                     )
                 )
     return out
@@ -106,14 +108,16 @@ class OtlpReceiver:
             self.requests += 1
             self.spans.extend(spans)
 
-    def env(self, service_name: str | None = None, delay_ms: int = 50) -> dict[str, str]:
-        """The OTEL_* variables that make a toolq process export here, soon after each span."""
+    def env(self, service_name: str | None = None, delay_ms: int | None = 50) -> dict[str, str]:
+        """The OTEL_* variables that make a toolq process export here: ``delay_ms`` after each
+        span by default (the tests), or with the SDK's own batching when None (5 s or 512 spans)."""
         env = {
             "OTEL_TRACES_EXPORTER": "otlp",
             "OTEL_EXPORTER_OTLP_ENDPOINT": self.endpoint,
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-            "OTEL_BSP_SCHEDULE_DELAY": str(delay_ms),
         }
+        if delay_ms is not None:
+            env["OTEL_BSP_SCHEDULE_DELAY"] = str(delay_ms)
         if service_name:
             env["OTEL_SERVICE_NAME"] = service_name
         return env

@@ -11,7 +11,6 @@ from functools import partial
 import structlog
 
 from toolq.protocol import JobRequest, Usage
-from toolq.tracing import span
 from worker import traces
 from worker.answer_format import AnswerFormatError, answer_grammar, answer_problem
 from worker.conversation.grammars import Constraint
@@ -43,7 +42,7 @@ class Rounds:
         """One round read with the format (``names``: the tools a call may name)."""
         with traces.chat(self.engine.name, self.request, self.state.iterations + 1):
             gen = await self._generate(tools, constraint)
-            with span("parse"):
+            with traces.step("parse"):
                 return gen, with_streamed_ids(self.fmt.parse(gen.text, names), gen)
 
     async def generate(self, tools: list[ToolDefinition], constraint: Constraint) -> GenerationResult:
@@ -56,7 +55,7 @@ class Rounds:
         flag ended it."""
         request, state = self.request, self.state
         grammar, trigger = constraint
-        with span("render"):
+        with traces.step("render"):
             prompt = self.template.render(
                 state.messages,
                 tools=tools,

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from gateway.tracing import TraceContext
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.processes import REPO
 from toolq.protocol import JobRequest, Message
@@ -252,8 +253,11 @@ async def test_a_conversation_is_a_tree_of_rounds_and_tools(spans):
         assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] > 0
         assert a["gen_ai.response.finish_reasons"] == ("stop",)
         children = {s.name for s in spans.get_finished_spans() if s.parent and s.parent.span_id == r.context.span_id}
-        assert children == {"render", "prefill", "decode", "parse"}
-    for name in ("render", "prefill", "decode", "parse"):
+        assert children == {"prefill", "decode"}
+        assert [e.name for e in r.events] == ["render", "parse"]
+        assert all(r.start_time <= e.timestamp <= r.end_time for e in r.events)
+        assert all(e.attributes["toolq.duration_ms"] >= 0 for e in r.events)
+    for name in ("prefill", "decode"):
         for s in got[name]:
             parent = next(r for r in rounds if r.context.span_id == s.parent.span_id)
             assert parent.start_time <= s.start_time <= s.end_time
@@ -289,3 +293,24 @@ async def test_a_failed_tool_marks_its_span(spans):
     await loop.run(JobRequest(messages=[Message(role="user", content="go")]), Sink())
     (tool,) = _by_name(spans.get_finished_spans())["execute_tool explode"]
     assert not tool.status.is_ok and tool.attributes["error.type"] == "tool_error"
+
+
+async def test_the_gateway_middleware_makes_the_callers_context_current(spans):
+    """What gives the submit span its parent where the installed FastAPI opens no HTTP span of
+    its own; where it does, that span is current and the middleware leaves it."""
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append(trace.get_current_span().get_span_context())
+
+    tp = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+    scope = {"type": "http", "headers": [(b"traceparent", tp.encode()), (b"tracestate", b"k=v")]}
+    await TraceContext(app)(scope, None, None)
+    assert (f"{seen[0].trace_id:032x}", f"{seen[0].span_id:016x}") == ("ab" * 16, "cd" * 8)
+    assert seen[0].trace_state.get("k") == "v"
+    assert not trace.get_current_span().get_span_context().is_valid  # detached afterwards
+    with span("framework") as framework:
+        await TraceContext(app)(scope, None, None)
+    assert seen[1].span_id == framework.get_span_context().span_id
+    await TraceContext(app)({"type": "http", "headers": [(b"traceparent", b"garbage")]}, None, None)
+    assert not seen[2].is_valid
