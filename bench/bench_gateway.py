@@ -164,13 +164,14 @@ async def tracing_cost(redis_url: str, n_jobs: int, block: int = 25) -> float:
             for name, (gw, _) in pairs.items():
                 await gateway_latency_ms(gw.url, name, 20)  # warm up
             await asyncio.sleep(EXPORT_S)  # the warm-up's spans leave before the count starts
-            cpu_start = {name: sum(cpu_s(p) for p in ps) for name, ps in pids.items()}
+            cpu_start = {name: [cpu_s(p) for p in ps] for name, ps in pids.items()}
             latency: dict[str, list[float]] = {name: [] for name in pairs}
             for _ in range(max(1, n_jobs // block)):
                 for name, (gw, _) in pairs.items():
                     latency[name] += await gateway_latency_ms(gw.url, name, block)
             await asyncio.sleep(EXPORT_S)  # the last batch is exported
-            cpu = {name: sum(cpu_s(p) for p in ps) - cpu_start[name] for name, ps in pids.items()}
+            # (gateway, worker) CPU seconds over the section
+            cpu = {name: [cpu_s(p) - c for p, c in zip(ps, cpu_start[name], strict=True)] for name, ps in pids.items()}
             exported = sink.requests
         finally:
             for gw, workers in pairs.values():
@@ -179,14 +180,15 @@ async def tracing_cost(redis_url: str, n_jobs: int, block: int = 25) -> float:
     off, on = latency["untraced"], latency["traced"]
     p50_off, p99_off = statistics.median(off), pct(off, 99)
     p50_on, p99_on = statistics.median(on), pct(on, 99)
-    cpu_off, cpu_on = cpu["untraced"] * 1000 / len(off), cpu["traced"] * 1000 / len(on)
+    (gw_off, w_off), (gw_on, w_on) = ([c * 1000 / len(off) for c in cpu[n]] for n in ("untraced", "traced"))
+    cpu_off, cpu_on = gw_off + w_off, gw_on + w_on
     print(f"\n2. tracing, POST /v1/jobs -> SSE `final`, {len(off)} jobs each, interleaved in blocks of {block}")
     print(f"   tracing off                                  p50 {p50_off:7.2f} ms   p99 {p99_off:7.2f} ms")
     print(f"   tracing on (OTLP/HTTP to a local sink)       p50 {p50_on:7.2f} ms   p99 {p99_on:7.2f} ms")
     print(f"   on / off: p50 {p50_on / p50_off:.3f}x, p99 {p99_on / p99_off:.3f}x")
     print(
-        f"   CPU ms per job, gateway + worker: off {cpu_off:.2f}, on {cpu_on:.2f} ({cpu_on / cpu_off:.3f}x);"
-        f"  {exported} OTLP export requests received"
+        f"   CPU ms per job, gateway + worker: off {gw_off:.2f} + {w_off:.2f}, on {gw_on:.2f} + {w_on:.2f}"
+        f" ({cpu_on / cpu_off:.3f}x);  {exported} OTLP export requests received"
     )
     return p50_on / p50_off
 

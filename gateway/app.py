@@ -43,13 +43,13 @@ def warn_if_open(settings: GatewaySettings) -> None:
 
 
 def _fastapi_telemetry() -> dict[str, Any]:
-    """FastAPI releases with built-in telemetry trace each request once a tracer provider is
-    installed (toolq/tracing/setup.py): an HTTP server span, and spans of its own for the
-    dependencies, the endpoint and the serialization. The HTTP span is kept; the others are
-    turned off, since the ``submit`` span (gateway/submission.py) says what the endpoint did and
-    each span costs CPU (bench/bench_gateway.py, section 2)."""
+    """FastAPI releases with built-in telemetry trace every request once a tracer provider is
+    installed (toolq/tracing/setup.py). Off here: its HTTP span cost about 0.75 ms of CPU per
+    request on the benchmark machine (the route matched again for each span), more than all of
+    toolq's spans of a job together (bench/bench_gateway.py, section 2). toolq's ``submit``
+    span is the gateway's server span, under the caller's context (gateway/tracing.py)."""
     if "telemetry" in inspect.signature(FastAPI.__init__).parameters:
-        return {"telemetry": {"operation_spans": False}}
+        return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
     return {}
 
 

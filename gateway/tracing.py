@@ -4,9 +4,9 @@ and ``tracestate`` and makes them the current context, so the submit span
 (gateway/app.py); a missing or invalid header leaves the context empty and the submit span
 starts a new trace, as W3C Trace Context says a receiver does.
 
-FastAPI releases with built-in telemetry open an HTTP server span of their own around the
-middleware, already the caller's child, once a tracer provider is installed; then a span is
-current here and this middleware leaves it so (the submit span becomes that span's child)."""
+When a framework's own server span is current already (FastAPI's built-in telemetry, which
+gateway/app.py turns off, or an instrumentation the operator added), it is the caller's child
+and this middleware leaves it so: the submit span becomes its child."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ class TraceContext:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if trace.get_current_span().get_span_context().is_valid:  # the framework's own server span
+        current = trace.get_current_span().get_span_context()
+        if current.is_valid and not current.is_remote:  # a framework's own server span
             await self.app(scope, receive, send)
             return
         carrier = {_HEADERS[k]: v.decode("latin-1") for k, v in scope["headers"] if k in _HEADERS}

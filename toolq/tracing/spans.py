@@ -67,8 +67,7 @@ def failed(s: Span, error_type: str, message: str | None = None) -> None:
 
 
 def entry_kind() -> SpanKind:
-    """SERVER for the first span of a request in this process, INTERNAL under a framework's own
-    server span (FastAPI's built-in telemetry opens one when a provider is installed)."""
-    if switch.on() and not trace.get_current_span().get_span_context().is_valid:
-        return SpanKind.SERVER
-    return SpanKind.INTERNAL
+    """SERVER for the first span of a request in this process (its parent, if any, is the
+    caller's, remote), INTERNAL under a server span of this process (a framework's own)."""
+    current = trace.get_current_span().get_span_context()
+    return SpanKind.SERVER if (not current.is_valid or current.is_remote) else SpanKind.INTERNAL

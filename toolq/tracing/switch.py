@@ -11,6 +11,7 @@ from opentelemetry import trace
 SCOPE = "toolq"  # the instrumentation scope of every span toolq makes
 
 _on = False
+_tracer: trace.Tracer | None = None
 
 
 def on() -> bool:
@@ -18,7 +19,10 @@ def on() -> bool:
 
 
 def turn_on() -> None:
-    global _on
+    """Once the provider is installed: the tracer is taken from it here, once (the SDK builds a
+    new one on every ``get_tracer``, which cost more than a span)."""
+    global _on, _tracer
+    _tracer = trace.get_tracer(SCOPE)
     _on = True
 
 
@@ -28,5 +32,5 @@ def turn_off() -> None:
 
 
 def tracer() -> trace.Tracer:
-    """The API tracer: the SDK's once a provider is installed, a no-op one before."""
-    return trace.get_tracer(SCOPE)
+    """The tracer of the installed provider (a no-op one while tracing is off)."""
+    return _tracer if _on and _tracer is not None else trace.get_tracer(SCOPE)

@@ -13,6 +13,7 @@ import textwrap
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -24,7 +25,7 @@ from tests.support.processes import REPO
 from toolq.protocol import JobRequest, Message
 from toolq.services.calls import ServiceCall
 from toolq.tools import ToolRegistry
-from toolq.tracing import current_carrier, parent_context, span, switch
+from toolq.tracing import SpanKind, current_carrier, entry_kind, parent_context, span, switch
 from toolq.tracing.log_ids import add_trace_ids
 from toolq.tracing.settings import TracingSettings
 from worker.conversation import ConversationLoop
@@ -314,3 +315,15 @@ async def test_the_gateway_middleware_makes_the_callers_context_current(spans):
     assert seen[1].span_id == framework.get_span_context().span_id
     await TraceContext(app)({"type": "http", "headers": [(b"traceparent", b"garbage")]}, None, None)
     assert not seen[2].is_valid
+
+
+def test_the_submit_span_is_the_server_span_unless_one_of_this_process_is_current(spans):
+    assert entry_kind() is SpanKind.SERVER
+    remote = parent_context({"traceparent": "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"})
+    token = otel_context.attach(remote)  # what the gateway's middleware does
+    try:
+        assert entry_kind() is SpanKind.SERVER  # the current span is the caller's, remote
+        with span("server", kind=entry_kind()):
+            assert entry_kind() is SpanKind.INTERNAL  # under a span of this process
+    finally:
+        otel_context.detach(token)
