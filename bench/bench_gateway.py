@@ -1,6 +1,6 @@
 """End-to-end overhead of the gateway, and how throughput grows with worker processes.
 
-    .venv/bin/python bench/bench_gateway.py [--jobs 500] [--redis URL]
+    .venv/bin/python bench/bench_gateway.py [--jobs 500] [--redis URL] [--tracing-only]
 
 Everything real except the model: a redis-server of its own, `toolq gateway` and
 `toolq worker --engine scripted` as separate processes, HTTP over a socket.
@@ -9,7 +9,12 @@ Everything real except the model: a redis-server of its own, `toolq gateway` and
    ``--jobs`` jobs, one at a time, with a worker that answers instantly. Anchors measured in the
    same run: a Redis PING round trip, and the same jobs submitted and followed straight through
    JobStore (the SDK's Redis mode, no HTTP), which is the floor the gateway adds to.
-2. Throughput: jobs that each hold their worker for 50 ms (scripted token_delay_s), submitted
+2. Tracing: the same POST -> `final` latency through two fresh gateway + worker pairs, one
+   untraced and one tracing (OpenTelemetry on, exporting over OTLP/HTTP to a receiver in this
+   process that discards, with the SDK's default batching), interleaved in blocks so both see
+   the same load: p50, p99, the ratio on / off, and CPU per job of each pair, exports included.
+   Target: at most 1.10 at p50.
+3. Throughput: jobs that each hold their worker for 50 ms (scripted token_delay_s), submitted
    through the gateway as fast as it takes them, with 1 and with 4 worker processes: end to end
    (first submit to last final) and drain (once every job is in, to the last final). The 4-worker
    figures are given as ratios of the 1-worker ones, measured in the same run.
@@ -27,7 +32,6 @@ import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,14 +41,16 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.support.gateways import GatewayProcess  # noqa: E402
+from tests.support.otlp_receiver import OtlpReceiver  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402  (the same spawned redis-server the tests use)
 from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
-from toolq.local import free_port  # noqa: E402
 from toolq.protocol import JobRequest, Message  # noqa: E402
 from toolq.store import keys  # noqa: E402
 from toolq.store.jobstore import JobStore  # noqa: E402
 
 HOLD_S = 0.05  # how long each throughput job keeps its worker busy
+EXPORT_S = 5.5  # a little over the SDK's batch delay (OTEL_BSP_SCHEDULE_DELAY, 5 s by default)
 JOB = {"messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -81,44 +87,13 @@ class CpuMeter:
         return ", ".join(f"{name} {used * 1000 / n:.1f}" for name, used in self.used.items())
 
 
-class GatewayProcess:
-    def __init__(self, redis_url: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {
-            **os.environ,
-            "TOOLQ_LOG_LEVEL": "warning",
-            "TOOLQ_FLEET_CACHE_S": "1",
-            "TOOLQ_MAX_QUEUE_DEPTH": "100000",
-        }
-        env.pop("TOOLQ_API_KEYS", None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "toolq", "gateway", "--port", str(self.port), "--redis", redis_url],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-
-    def wait_ready(self) -> GatewayProcess:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("gateway did not become ready")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
-
-
-def start_workers(redis_url: str, model: str, n: int, delay_s: float) -> list[WorkerProcess]:
+def start_workers(
+    redis_url: str, model: str, n: int, delay_s: float, env: dict[str, str] | None = None
+) -> list[WorkerProcess]:
     script = write_rules([("", "ok")], token_delay_s=delay_s)  # "ok" is one scripted token
-    workers = [WorkerProcess(redis_url, script=script, name=model, tools=("worker.demo_tools",)) for _ in range(n)]
+    workers = [
+        WorkerProcess(redis_url, script=script, name=model, tools=("worker.demo_tools",), env=env) for _ in range(n)
+    ]
     return [w.wait_ready() for w in workers]
 
 
@@ -165,6 +140,57 @@ async def gateway_latency_ms(url: str, model: str, n: int) -> list[float]:
                         break
             out.append((time.perf_counter() - t) * 1000)
     return out
+
+
+# ---------------------------------------------------------------------- tracing
+
+
+async def tracing_cost(redis_url: str, n_jobs: int, block: int = 25) -> float:
+    """Section 2; returns p50 on / off. Two fresh pairs started alike, each its own gateway and
+    worker: one untraced (model "untraced"), one tracing (model "traced") with the SDK's default
+    batch processor (an export every 5 s or 512 spans) to a receiver that reads each payload and
+    throws it away. Blocks alternate so that the load on a shared machine, and the traced pair's
+    exports, fall on both series alike; CPU per job of each pair is counted over the whole
+    section, the last export included."""
+    with OtlpReceiver(keep=False) as sink:
+        pairs = {}
+        for name, env in (("untraced", None), ("traced", sink.env(delay_ms=None))):
+            gw = GatewayProcess(redis_url, env=env)
+            workers = start_workers(redis_url, name, 1, 0.0, env=env)
+            pairs[name] = (gw.wait_ready(), workers)  # /readyz wants a registered worker
+        pids = {name: (gw.proc.pid, workers[0].proc.pid) for name, (gw, workers) in pairs.items()}
+        try:
+            await asyncio.sleep(1.1)  # the gateways' registry caches (1 s) see both workers
+            for name, (gw, _) in pairs.items():
+                await gateway_latency_ms(gw.url, name, 20)  # warm up
+            await asyncio.sleep(EXPORT_S)  # the warm-up's spans leave before the count starts
+            cpu_start = {name: [cpu_s(p) for p in ps] for name, ps in pids.items()}
+            latency: dict[str, list[float]] = {name: [] for name in pairs}
+            for _ in range(max(1, n_jobs // block)):
+                for name, (gw, _) in pairs.items():
+                    latency[name] += await gateway_latency_ms(gw.url, name, block)
+            await asyncio.sleep(EXPORT_S)  # the last batch is exported
+            # (gateway, worker) CPU seconds over the section
+            cpu = {name: [cpu_s(p) - c for p, c in zip(ps, cpu_start[name], strict=True)] for name, ps in pids.items()}
+            exported = sink.requests
+        finally:
+            for gw, workers in pairs.values():
+                stop_all(workers)
+                gw.stop()
+    off, on = latency["untraced"], latency["traced"]
+    p50_off, p99_off = statistics.median(off), pct(off, 99)
+    p50_on, p99_on = statistics.median(on), pct(on, 99)
+    (gw_off, w_off), (gw_on, w_on) = ([c * 1000 / len(off) for c in cpu[n]] for n in ("untraced", "traced"))
+    cpu_off, cpu_on = gw_off + w_off, gw_on + w_on
+    print(f"\n2. tracing, POST /v1/jobs -> SSE `final`, {len(off)} jobs each, interleaved in blocks of {block}")
+    print(f"   tracing off                                  p50 {p50_off:7.2f} ms   p99 {p99_off:7.2f} ms")
+    print(f"   tracing on (OTLP/HTTP to a local sink)       p50 {p50_on:7.2f} ms   p99 {p99_on:7.2f} ms")
+    print(f"   on / off: p50 {p50_on / p50_off:.3f}x, p99 {p99_on / p99_off:.3f}x")
+    print(
+        f"   CPU ms per job, gateway + worker: off {gw_off:.2f} + {w_off:.2f}, on {gw_on:.2f} + {w_on:.2f}"
+        f" ({cpu_on / cpu_off:.3f}x);  {exported} OTLP export requests received"
+    )
+    return p50_on / p50_off
 
 
 # ---------------------------------------------------------------------- throughput
@@ -227,7 +253,12 @@ async def throughput(url: str, redis_url: str, model: str, n_jobs: int) -> tuple
 # ---------------------------------------------------------------------- main
 
 
-async def run(redis_url: str, n_jobs: int, redis_pid: int | None) -> None:
+async def run(redis_url: str, n_jobs: int, redis_pid: int | None, tracing_only: bool = False) -> None:
+    if tracing_only:
+        print(f"toolq gateway benchmark, tracing only: {os.cpu_count()} CPU cores, {n_jobs} jobs per series")
+        ratio = await tracing_cost(redis_url, n_jobs)
+        print(f"\ntarget: tracing on costs at most 10% at p50: {ratio:.2f}x  {'PASS' if ratio <= 1.10 else 'FAIL'}")
+        return
     gateway = GatewayProcess(redis_url)
     workers = start_workers(redis_url, "instant", 1, 0.0)
     store = JobStore.from_url(redis_url)
@@ -264,11 +295,12 @@ async def run(redis_url: str, n_jobs: int, redis_pid: int | None) -> None:
         )
         print(f"   CPU ms per job, direct:  {direct_cpu.per_job(n_jobs)}")
         print(f"   CPU ms per job, gateway: {gw_cpu.per_job(n_jobs)}")
+        p50_traced = await tracing_cost(redis_url, n_jobs)
         stop_all(workers)
         workers = []
 
         print(
-            f"\n2. throughput, each job holds its worker {HOLD_S * 1000:.0f} ms "
+            f"\n3. throughput, each job holds its worker {HOLD_S * 1000:.0f} ms "
             f"(ideal: {1 / HOLD_S:.0f} jobs/s per worker)"
         )
         e2e, drain = {}, {}
@@ -290,6 +322,7 @@ async def run(redis_url: str, n_jobs: int, redis_pid: int | None) -> None:
 
         print("\ntargets")
         print(f"   p50 POST -> final under 15 ms: {p50_gw:.2f} ms  {'PASS' if p50_gw < 15 else 'FAIL'}")
+        print(f"   tracing on costs at most 10% at p50: {p50_traced:.2f}x  {'PASS' if p50_traced <= 1.10 else 'FAIL'}")
         print(
             f"   4 workers at least 3.5x 1 worker: end to end {scale:.2f}x  {'PASS' if scale >= 3.5 else 'FAIL'};"
             f"  drain {scale_drain:.2f}x  {'PASS' if scale_drain >= 3.5 else 'FAIL'}"
@@ -304,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=500)
     p.add_argument("--redis", help="use this Redis (its keys are not cleaned up) instead of a private redis-server")
+    p.add_argument("--tracing-only", action="store_true", help="run section 2 (tracing off vs on) alone")
     args = p.parse_args(argv)
     server = None
     url = args.redis
@@ -312,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         server.start()
         url = server.url + "/0"
     try:
-        asyncio.run(run(url, args.jobs, server.proc.pid if server else None))
+        asyncio.run(run(url, args.jobs, server.proc.pid if server else None, args.tracing_only))
     finally:
         if server:
             server.stop()

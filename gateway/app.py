@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import structlog
 from fastapi import FastAPI
@@ -21,9 +23,11 @@ from gateway.openai.chat import routes as openai_chat
 from gateway.openai.responses import routes as openai_responses
 from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
+from gateway.tracing import TraceContext
 from toolq.protocol import PROTOCOL_VERSION
 from toolq.store.fleet import Fleet
 from toolq.store.jobstore import JobNotFound, JobStore, connect
+from toolq.tracing import on as tracing_on
 from toolq.webhook_settings import WebhookSettings
 
 log = structlog.get_logger("toolq.gateway")
@@ -36,6 +40,17 @@ def warn_if_open(settings: GatewaySettings) -> None:
             "Set TOOLQ_API_KEYS=key:tenant,... before exposing this gateway.",
             bind=settings.bind_host(),
         )
+
+
+def _fastapi_telemetry() -> dict[str, Any]:
+    """FastAPI releases with built-in telemetry trace every request once a tracer provider is
+    installed (toolq/tracing/setup.py). Off here: its HTTP span cost about 0.75 ms of CPU per
+    request on the benchmark machine (the route matched again for each span), more than all of
+    toolq's spans of a job together (bench/bench_gateway.py, section 2). toolq's ``submit``
+    span is the gateway's server span, under the caller's context (gateway/tracing.py)."""
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters:
+        return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    return {}
 
 
 def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSettings | None = None) -> FastAPI:
@@ -81,6 +96,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
             await store.close()
 
     app = FastAPI(
+        **_fastapi_telemetry(),
         title="toolq gateway",
         version=str(PROTOCOL_VERSION),
         description="Submit tool-calling LLM conversations as jobs, follow their events, fetch their results.",
@@ -102,4 +118,6 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
     app.include_router(usage.router)
     ui.install(app, settings, app.state.keyring)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    if tracing_on():  # configured by gateway/main.py; off, the request path has no tracing code
+        app.add_middleware(TraceContext)
     return app

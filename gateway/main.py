@@ -14,6 +14,7 @@ from gateway.settings import GatewaySettings
 from toolq.errors import CommandError
 from toolq.field_errors import validation_message
 from toolq.logs import configure_logging
+from toolq.tracing import configure_tracing, shutdown_tracing
 
 
 def run_gateway(host: str | None = None, port: int | None = None, redis_url: str | None = None) -> int:
@@ -30,12 +31,16 @@ def run_gateway(host: str | None = None, port: int | None = None, redis_url: str
         raise CommandError(f"bad Redis URL {settings.redis_url!r}: {e}") from None
     level = getattr(logging, settings.log_level.upper(), logging.INFO)
     configure_logging(level)
-    uvicorn.run(
-        create_app(settings),
-        host=settings.bind_host(),
-        port=settings.port,
-        log_level=settings.log_level.lower(),
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    configure_tracing("toolq-gateway")  # before create_app, which installs the trace middleware when on
+    try:
+        uvicorn.run(
+            create_app(settings),
+            host=settings.bind_host(),
+            port=settings.port,
+            log_level=settings.log_level.lower(),
+            access_log=False,
+            timeout_graceful_shutdown=5,
+        )
+    finally:
+        shutdown_tracing()
     return 0

@@ -22,6 +22,7 @@ from toolq.errors import QueueFull, ToolqError
 from toolq.protocol import Event, JobRequest
 from toolq.store.jobstore import NotSubmitted, QueueAtLimit
 from toolq.tenants import policy_of
+from toolq.tracing import current_carrier, entry_kind, genai, span
 
 
 class Submitted(NamedTuple):
@@ -38,7 +39,20 @@ async def enqueue(
 
     A retry of a submit that already went through gets its job back (``created`` False), whatever
     the caps, the fleet or the queue say now: that is what makes retrying safe. The submit script
-    decides (it owns idempotency), so a refusal from the checks waits until it has looked."""
+    decides (it owns idempotency), so a refusal from the checks waits until it has looked.
+
+    Traced as the ``submit`` span (under the caller's ``traceparent``, gateway/tracing.py), whose
+    context the job's record keeps for the worker's spans."""
+    with span("submit", kind=entry_kind(), attributes={genai.TENANT: tenant}) as s:
+        submitted = await _enqueue(state, request, tenant, idempotency_key)
+        if s.is_recording():
+            s.set_attributes({genai.JOB_ID: submitted.job_id, "toolq.created": submitted.created})
+            if submitted.model:
+                s.set_attribute(genai.REQUEST_MODEL, submitted.model)
+        return submitted
+
+
+async def _enqueue(state: GatewayState, request: JobRequest, tenant: str, idempotency_key: str | None) -> Submitted:
     refusal: ToolqError | None = None
     model: str | None = None
     try:
@@ -50,6 +64,7 @@ async def enqueue(
         if idempotency_key is None:
             raise  # no earlier job to find
         refusal = e
+    trace = current_carrier()
     try:
         job_id, created = await state.store.submit(
             request,
@@ -58,6 +73,8 @@ async def enqueue(
             idempotency_key=idempotency_key,
             max_queue_depth=state.settings.max_queue_depth,
             policy=policy_of(state.settings.tenants, tenant),
+            traceparent=trace.traceparent if trace else None,
+            tracestate=trace.tracestate if trace else None,
         )
     except QueueAtLimit as e:
         state.metrics.refused(tenant, "queue_full")

@@ -24,9 +24,12 @@ from toolq.protocol import (
     PendingAction,
     Timings,
     ToolCall,
+    Usage,
     now_ms,
 )
 from toolq.store.jobstore import JobEnded, JobNotFound
+from toolq.store.records import JobRecord
+from worker import traces
 from worker.budget import job_token_cap, over_budget, over_budget_message, watch_budget
 from worker.cancel import watch_cancel
 from worker.conversation import LoopOutcome, LoopState
@@ -46,7 +49,6 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
         return "gone"
     if rec.terminal or rec.attempt != attempt:
         return "stale"  # an older queued copy of a job that moved on
-    request = rec.request
     checkpoint = rec.checkpoint
     events = EventLog(store, job_id, attempt, lease_ms=state.settings.lease_ms)
     # the queue runs each job in its own task, so this binds the job for everything it runs
@@ -58,6 +60,17 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
     except JobEnded:
         return "ended"
     started_ms = now_ms()
+    # the loop's task is made inside, so its spans and the tools' spans are this attempt's children
+    with traces.attempt(rec, state.model, started_ms):
+        result, usage = await _attempt(state, rec, events, started_ms)
+        traces.attempt_ended(result, usage)
+    return result
+
+
+async def _attempt(state: WorkerState, rec: JobRecord, events: EventLog, started_ms: int) -> tuple[str, Usage]:
+    """The attempt once started: returns the word for the queue's log and the tokens it used."""
+    store, job_id, attempt = state.store, rec.job_id, rec.attempt
+    request, checkpoint = rec.request, rec.checkpoint
     queue_ms = max(0, started_ms - (rec.created_ms or started_ms)) if attempt == 1 else 0
     loop_state = LoopState.from_checkpoint(checkpoint) if checkpoint else None
     if loop_state is not None and rec.actions:
@@ -101,7 +114,7 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
         await events.close()
         state.running.pop(job_id, None)
         state.jobs_done += 1
-    return result
+    return result, running.usage
 
 
 def _left_by(task: asyncio.Task, outcome: LoopOutcome | None) -> tuple[LoopOutcome | None, BaseException | None]:

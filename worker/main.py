@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from toolq.errors import CommandError
 from toolq.field_errors import validation_message
 from toolq.logs import configure_logging
+from toolq.tracing import configure_tracing, shutdown_tracing
 from worker.settings import WorkerSettings
 
 
@@ -107,9 +108,11 @@ def run_worker(overrides: dict[str, Any], *, engine: str = "llama", script: str 
         serve_metrics(settings.metrics_port)
     from worker.app import create_worker
 
+    configure_tracing("toolq-worker")
     worker = create_worker(settings, eng)
     try:
         worker.run()
     finally:
         eng.close()
+        shutdown_tracing()
     return 0

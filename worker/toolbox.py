@@ -17,6 +17,7 @@ from toolq.protocol import JobRequest, Where
 from toolq.tools import CheckedCall, ToolOutcome, UnknownToolError
 from toolq.tools.messages import unknown_tool
 from toolq.tools.schema_tool import SchemaTool
+from worker import traces
 
 __all__ = ["BoxTool", "ToolBox", "ToolResolver", "ToolSource"]
 
@@ -90,7 +91,11 @@ class ToolBox:
         t = self._tools[call.name]
         if t.source is None:
             raise RuntimeError(f"tool {call.name!r} runs on the client; the worker cannot run it")
-        return await t.source.run(call, call_id=call_id, timeout_s=timeout_s)
+        # current while the source runs it: a tool service or MCP server receives its context
+        with traces.tool(call.name, call_id, t.where):
+            outcome = await t.source.run(call, call_id=call_id, timeout_s=timeout_s)
+            traces.tool_ended(outcome)
+        return outcome
 
 
 class ToolResolver:

@@ -23,7 +23,7 @@ from toolq.store.jobstore import JobStore
 from worker.sources.mcp import McpSource
 from worker.toolbox import ToolResolver
 
-SERVED = ["add", "slow", "fail", "pid", "die", "env", "weather"]
+SERVED = ["add", "slow", "fail", "pid", "die", "env", "trace_meta", "weather"]
 
 
 async def start(*servers: dict, reserved: tuple[str, ...] = ()) -> McpSource:
@@ -45,7 +45,7 @@ async def run(src: McpSource, name: str, args: dict, timeout_s: float = 10.0):
 
 async def test_listing_follows_pages_and_skips_invalid_tools(source):
     assert source.where == "mcp"
-    assert source.names() == SERVED  # 9 listed 3 a page; broken_schema and bad.name skipped
+    assert source.names() == SERVED  # 10 listed 3 a page; broken_schema and bad.name skipped
     spec = source.spec("add")["function"]
     assert spec["name"] == "add" and spec["description"] == "Add two integers."
     assert spec["parameters"]["properties"]["a"]["type"] == "integer" and spec["parameters"]["required"] == ["a", "b"]

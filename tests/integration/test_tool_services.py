@@ -222,6 +222,8 @@ async def hand_one_call(r, consumer: str, call_id: str) -> str:
         call_id=call_id,
         arguments="{}",
         timeout_ms=5000,
+        traceparent=None,  # sent by a caller that does not trace
+        tracestate=None,
     )
     assert sent is None
     got = await r.xreadgroup(keys.SERVICE_GROUP, consumer, {stream: ">"}, count=1)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 
 from mcp import types
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 
 BROKEN = [
     types.Tool(
@@ -56,6 +57,13 @@ def build(page: int, port: int) -> FastMCP:
     def env(key: str) -> str:
         """An environment variable of the server process."""
         return os.environ.get(key, "")
+
+    @server.tool()
+    def trace_meta(ctx: Context) -> str:
+        """The trace context the call's ``params._meta`` carried (JSON), as toolq sends it."""
+        meta = ctx.request_context.meta  # the SDK keeps _meta's keys beyond its own as extras
+        extra = (meta.model_extra or {}) if meta is not None else {}
+        return json.dumps({k: extra[k] for k in ("traceparent", "tracestate") if k in extra})
 
     @server.tool()
     def weather(city: str) -> str:

@@ -19,11 +19,12 @@ class ServiceProcess(ToolqProcess):
         lease_ms: int = 1000,
         concurrency: int = 16,
         extra: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ):
         self.redis_url = redis_url
         args = [sys.executable, "-m", "toolq", "tools", "serve", *modules, "--redis-url", redis_url]
         args += ["--lease-ms", str(lease_ms), "--concurrency", str(concurrency), *extra]
-        super().__init__(args, what="tool service", log_name="service")
+        super().__init__(args, what="tool service", log_name="service", env=env)
         self.instance_id: str | None = None
 
     def wait_ready(self, timeout: float = 30.0) -> ServiceProcess:

@@ -58,7 +58,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.mcp:
         mcp = _mcp_tools(args.mcp, registry.names())
     configure_logging()
-    serve(registry, redis_url=url, concurrency=args.concurrency, lease_ms=args.lease_ms, mcp=mcp)
+    from toolq.tracing import configure_tracing, shutdown_tracing
+
+    configure_tracing("toolq-tools")
+    try:
+        serve(registry, redis_url=url, concurrency=args.concurrency, lease_ms=args.lease_ms, mcp=mcp)
+    finally:
+        shutdown_tracing()
     return 0
 
 

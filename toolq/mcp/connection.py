@@ -29,6 +29,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from toolq.mcp.config import McpServerConfig
+from toolq.tracing import current_carrier
 
 __all__ = ["McpConnection", "McpUnavailable"]
 
@@ -218,7 +219,15 @@ class McpConnection:
     async def _request(
         self, held: _Held, name: str, arguments: dict[str, Any], deadline: float
     ) -> types.CallToolResult:
-        task = asyncio.ensure_future(held.session.call_tool(name, arguments))
+        # The caller's span rides in params._meta, under the keys MCP reserves for W3C trace
+        # context (traceparent, tracestate), so a traced server continues the job's trace.
+        trace = current_carrier()
+        request = (
+            held.session.call_tool(name, arguments, meta=trace.as_dict())
+            if trace
+            else held.session.call_tool(name, arguments)
+        )
+        task = asyncio.ensure_future(request)
         try:
             done, _ = await asyncio.wait(
                 {task, held.holder}, timeout=max(0.0, deadline - time.monotonic()), return_when=asyncio.FIRST_COMPLETED

@@ -19,6 +19,7 @@ from toolq.store import keys
 from toolq.store.scripts import Script
 from toolq.store.services import ServiceFleetView
 from toolq.tools import ToolOutcome
+from toolq.tracing import current_carrier
 
 __all__ = ["ServiceCaller"]
 
@@ -44,12 +45,15 @@ class ServiceCaller:
         try:
             if not (await self.services.get()).serves(tool):
                 return failed(f"no live tool service serves {tool!r}; the call was not sent")
+            trace = current_carrier()  # the caller's span, continued by the service (toolq/services/service.py)
             stored = await self._send(
                 calls=keys.tool_calls(tool),
                 result=keys.tool_result(tool, call_id),
                 call_id=call_id,
                 arguments=json.dumps(arguments, ensure_ascii=False, separators=(",", ":")),
                 timeout_ms=int(timeout_s * 1000),
+                traceparent=trace.traceparent if trace else None,
+                tracestate=trace.tracestate if trace else None,
             )
             if stored is None:
                 got = await self.redis.blpop([keys.tool_reply(tool, call_id)], timeout=timeout_s + TRANSIT_S)

@@ -10,7 +10,7 @@ result back instead of a second run (toolq/store/lua/service_call.lua).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolq.tools import ToolOutcome
@@ -21,6 +21,7 @@ __all__ = ["MAX_RESULT_CHARS", "RESULT_TTL_MS", "ServiceCall", "decode_outcome",
 # model is told so. 64 Ki characters is far more than a small model's context holds anyway.
 MAX_RESULT_CHARS = 64 * 1024
 RESULT_TTL_MS = 3600 * 1000  # how long an accepted result answers a call id sent again
+_TRACE = ("traceparent", "tracestate")  # optional fields of a call (toolq/store/lua/service_call.lua)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class ServiceCall:
     call_id: str
     arguments: dict[str, Any]
     timeout_ms: int
+    # the caller's W3C trace context (toolq/tracing/carrier.py), when the caller traces
+    trace: dict[str, str] = field(default_factory=dict)
 
     @property
     def deadline_ms(self) -> int:
@@ -43,7 +46,8 @@ class ServiceCall:
         eid = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
         try:
             arguments = json.loads(fields[b"arguments"])
-            call = cls(eid, fields[b"call_id"].decode(), arguments, int(fields[b"timeout_ms"]))
+            trace = {k: fields[k.encode()].decode() for k in _TRACE if k.encode() in fields}
+            call = cls(eid, fields[b"call_id"].decode(), arguments, int(fields[b"timeout_ms"]), trace)
             call.deadline_ms  # noqa: B018  # a malformed entry id raises here, not later
         except (KeyError, ValueError, TypeError, UnicodeDecodeError):
             return None

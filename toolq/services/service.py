@@ -33,6 +33,9 @@ from toolq.store import keys
 from toolq.store.scripts import Script
 from toolq.store.services import ServiceInfo, deregister_service, register_service
 from toolq.tools import REGISTRY, CheckedCall, ToolOutcome, ToolRegistry
+from toolq.tracing import SpanKind, parent_context
+from toolq.tracing.genai import INSTANCE
+from toolq.tracing.tool_span import tool_failed, tool_span
 
 if TYPE_CHECKING:
     from toolq.mcp import McpTools
@@ -194,7 +197,14 @@ class ToolService:
                 log.info("dropping a call past its deadline", tool=tool, call_id=call.call_id)
                 await self._drop(stream, eid)
                 return
-            outcome = await self._run(tool, call.arguments, remaining_ms / 1000)
+            # the worker's span for this call, continued here when the call carries its context
+            parent = parent_context(call.trace)
+            with tool_span(
+                tool, call.call_id, "service", kind=SpanKind.CONSUMER, context=parent, **{INSTANCE: self.id}
+            ):
+                outcome = await self._run(tool, call.arguments, remaining_ms / 1000)
+                if not outcome.ok:
+                    tool_failed(outcome.error)
         payload = encode_outcome(outcome)
         for attempt in range(3):
             try:

@@ -189,6 +189,8 @@ class JobStore:
         idempotency_key: str | None = None,
         max_queue_depth: int | None = None,
         policy: TenantPolicy | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> tuple[str, bool]:
         """Record, announce (``queued``) and enqueue a job, in one script. Returns (job id, created).
 
@@ -198,7 +200,8 @@ class JobStore:
         ``model`` None it only hands back the job the key names, and raises NotSubmitted when there
         is none: a caller whose own checks refused the job asks so whether it is a retry.
         ``policy`` records the tenant's weight and running cap for the fair choice, and the job's
-        token cap in its record.
+        token cap in its record. ``traceparent`` / ``tracestate``: the trace the job's spans
+        continue (toolq/tracing/carrier.py), kept in its record.
         """
         key = idempotency_key or request.idempotency_key
         if model is None and not key:
@@ -237,6 +240,8 @@ class JobStore:
             tenant_jobs=keys.tenant_jobs(tenant),
             all_jobs=keys.JOBS_ALL,
             index_keep=self.index_keep,
+            traceparent=traceparent,
+            tracestate=tracestate,
         )
         if code == -1:
             assert model is not None and max_queue_depth is not None

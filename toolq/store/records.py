@@ -42,6 +42,8 @@ FIELDS = (
     "thread_from",
     "thread_keep",
     "thread_strategy",
+    "traceparent",  # the W3C trace context the job's spans continue (toolq/tracing/carrier.py)
+    "tracestate",
 )
 
 # Fields only the thread scripts read: a run's request and arq job held back until its turn
@@ -90,6 +92,8 @@ class JobRecord:
     thread_from: int | None = None
     thread_keep: str = ""
     thread_strategy: str = ""
+    traceparent: str = ""  # written by submit.lua when the gateway traces; the worker's spans continue it
+    tracestate: str = ""
 
     @classmethod
     def from_hash(cls, job_id: str, h: dict[bytes, bytes]) -> JobRecord:
@@ -116,6 +120,8 @@ class JobRecord:
             thread_from=int(d["thread_from"]) if d.get("thread_from") else None,
             thread_keep=d.get("thread_keep", ""),
             thread_strategy=d.get("thread_strategy", ""),
+            traceparent=d.get("traceparent", ""),
+            tracestate=d.get("tracestate", ""),
         )
 
     def to_hash(self) -> dict[str, str]:
@@ -141,6 +147,8 @@ class JobRecord:
             "thread_from": "" if self.thread_from is None else str(self.thread_from),
             "thread_keep": self.thread_keep,
             "thread_strategy": self.thread_strategy,
+            "traceparent": self.traceparent,
+            "tracestate": self.tracestate,
         }
         return {k: v for k, v in h.items() if v != ""}
 

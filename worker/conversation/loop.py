@@ -39,7 +39,6 @@ from worker.conversation.state import LoopOutcome, LoopState
 from worker.conversation.steps import announce, carry_out, note_waits
 from worker.conversation.transcript import earlier_results, unanswered_calls, without_repeats
 from worker.formats.base import ToolCallFormat, ToolDefinition
-from worker.formats.streaming import with_streamed_ids
 from worker.generation import Engine
 from worker.sources.registry import RegistrySource
 from worker.templates import ChatTemplate
@@ -113,8 +112,7 @@ class ConversationLoop:
         while True:
             if state.iterations >= request.max_iterations and state.messages[-1].role == "tool":
                 # the cap: one last round with tools disabled produces the answer
-                gen = await rounds.generate([], answer_constraint(request))
-                parsed = self.fmt.parse(gen.text, set())
+                gen, parsed = await rounds.turn([], answer_constraint(request), set())
                 content = parsed.content if (parsed.tool_calls or parsed.errors) else gen.text.strip()
                 content, gen = await rounds.in_answer_format(gen, content, [])
                 state.messages.append(Message(role="assistant", content=content))
@@ -125,8 +123,7 @@ class ConversationLoop:
             constraint = self.grammars.constraint(
                 self.fmt, tools, required=required, parallel=request.parallel_tool_calls
             )
-            gen = await rounds.generate(tools, constraint if tools else answer_constraint(request))
-            parsed = with_streamed_ids(self.fmt.parse(gen.text, box.names()), gen)
+            gen, parsed = await rounds.turn(tools, constraint if tools else answer_constraint(request), box.names())
 
             if not parsed.tool_calls and not parsed.errors and not parsed.truncated_call:
                 content, gen = await rounds.in_answer_format(gen, parsed.content, tools)

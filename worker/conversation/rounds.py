@@ -1,5 +1,6 @@
 """One job's rounds of generation: render the conversation, generate under a constraint, count
-what it cost, and hold the answer to ``response_format``."""
+what it cost, parse the turn, and hold the answer to ``response_format``. Each round is one
+``chat`` span (worker/traces.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from functools import partial
 import structlog
 
 from toolq.protocol import JobRequest, Usage
+from worker import traces
 from worker.answer_format import AnswerFormatError, answer_grammar, answer_problem
 from worker.conversation.grammars import Constraint
 from worker.conversation.sink import EventSink
 from worker.conversation.state import Aborted, LoopState
 from worker.conversation.stops import repeat_check
-from worker.formats.base import ToolCallFormat, ToolDefinition
-from worker.formats.streaming import TurnReader
+from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
+from worker.formats.streaming import TurnReader, with_streamed_ids
 from worker.generation import Engine, GenerationRequest, GenerationResult
 from worker.templates import ChatTemplate
 
@@ -34,18 +36,38 @@ class Rounds:
     stop_event: threading.Event
     sink: EventSink
 
+    async def turn(
+        self, tools: list[ToolDefinition], constraint: Constraint, names: set[str]
+    ) -> tuple[GenerationResult, ParsedOutput]:
+        """One round read with the format (``names``: the tools a call may name)."""
+        with traces.chat(self.engine.name, self.request, self.state.iterations + 1):
+            gen = await self._generate(tools, constraint)
+            with traces.step("parse"):
+                return gen, with_streamed_ids(self.fmt.parse(gen.text, names), gen)
+
     async def generate(self, tools: list[ToolDefinition], constraint: Constraint) -> GenerationResult:
-        """One round: the conversation so far with these tools offered; raises Aborted when the
-        job's stop flag ended it."""
+        """One round whose text is taken as it is (an answer written again under its format)."""
+        with traces.chat(self.engine.name, self.request, self.state.iterations + 1):
+            return await self._generate(tools, constraint)
+
+    async def _generate(self, tools: list[ToolDefinition], constraint: Constraint) -> GenerationResult:
+        """The conversation so far with these tools offered; raises Aborted when the job's stop
+        flag ended it."""
         request, state = self.request, self.state
         grammar, trigger = constraint
-        prompt = self.template.render(
-            state.messages, tools=tools, fmt=self.fmt, add_generation_prompt=True, prompt_variant=self.prompt_variant
-        )
+        with traces.step("render"):
+            prompt = self.template.render(
+                state.messages,
+                tools=tools,
+                fmt=self.fmt,
+                add_generation_prompt=True,
+                prompt_variant=self.prompt_variant,
+            )
         state.iterations += 1
         structlog.contextvars.bind_contextvars(iteration=state.iterations)
         # with stream_tokens, the format reads the turn as it is written: answer text and call deltas
         reader = TurnReader.for_generation(self.fmt, tools, grammar, trigger) if request.stream_tokens else None
+        started_ns = traces.now_ns()
         gen = await self.engine.generate(
             GenerationRequest(
                 segments=prompt.segments,
@@ -61,6 +83,7 @@ class Rounds:
             )
         )
         gen.call_id = reader.call_id if reader else None
+        traces.generated(gen, self.engine.name, started_ns)
         state.usage.add(
             Usage(
                 prompt_tokens=gen.prompt_tokens,

@@ -65,6 +65,8 @@ def test_a_full_hash_round_trips_and_reads_typed():
         "thread_from": "3",
         "thread_keep": "partial",
         "thread_strategy": "enqueue",
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "tracestate": "vendor=v1",
     }
     assert set(raw) == set(FIELDS)
     rec = JobRecord.from_hash("job_1", _hash(**raw))

@@ -8,10 +8,21 @@
 -- ARGV[1] call_id     the idempotency key
 -- ARGV[2] arguments   the checked arguments, JSON
 -- ARGV[3] timeout_ms  how long the caller waits
+-- ARGV[4] traceparent the caller's W3C trace context, carried to the service (toolq/tracing); '' none
+-- ARGV[5] tracestate  its tracestate; '' none
 --
 -- Returns the accepted result's payload, or false when the call was sent.
 
 local done = redis.call('GET', result)
 if done then return done end
-redis.call('XADD', calls, '*', 'call_id', call_id, 'arguments', arguments, 'timeout_ms', timeout_ms)
+local fields = {'call_id', call_id, 'arguments', arguments, 'timeout_ms', timeout_ms}
+if traceparent ~= '' then
+  table.insert(fields, 'traceparent')
+  table.insert(fields, traceparent)
+  if tracestate ~= '' then
+    table.insert(fields, 'tracestate')
+    table.insert(fields, tracestate)
+  end
+end
+redis.call('XADD', calls, '*', unpack(fields))
 return false

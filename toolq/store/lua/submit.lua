@@ -57,6 +57,8 @@
 -- ARGV[22] fair_prefix       toolq.store.keys.FAIR_PREFIX
 -- ARGV[23] webhook           the job's webhook JSON {"url", "events"} (webhook_record.lua); '' none
 -- ARGV[24] index_keep        how many jobs each recent-jobs index keeps
+-- ARGV[25] traceparent       the W3C trace context the job's spans continue (toolq/tracing); '' none
+-- ARGV[26] tracestate        its tracestate; '' none
 --
 -- Returns {1, job id} created, {0, job id} the job the key already names, {-1, depth} the queue
 -- is at max_depth, {-2, ''} no model was given and the key names no job.
@@ -81,6 +83,8 @@ redis.call('HSET', job, 'request', request, 'model', model, 'tenant', tenant, 's
 if job_tokens ~= '' then redis.call('HSET', job, 'job_tokens', job_tokens) end
 if webhook ~= '' then redis.call('HSET', job, 'webhook', webhook) end
 index_job(tenant_jobs, all_jobs, job_id, created_ms, index_keep)
+if traceparent ~= '' then redis.call('HSET', job, 'traceparent', traceparent) end
+if tracestate ~= '' then redis.call('HSET', job, 'tracestate', tracestate) end
 local ev = head .. '1' .. tail
 redis.call('XADD', log, 'MAXLEN', '~', maxlen, '1-0', 'e', ev)
 redis.call('PUBLISH', job_channel, ev)
