@@ -57,11 +57,12 @@ class EventLog:
         checkpoint: dict[str, Any] | None = None,
         where: Where = "worker",
         awaiting: str | None = None,
+        durable: bool = False,
     ) -> int:
         data = ToolCallData(id=call.id, name=call.name, arguments=call.arguments, iteration=iteration, where=where)
         if awaiting:
             data.awaiting = awaiting  # "client" or "approval": the job pauses for its caller
-        return await self._emit(data, checkpoint=checkpoint)
+        return await self._emit(data, checkpoint=checkpoint, durable=durable)
 
     async def tool_result(
         self,

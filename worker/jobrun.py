@@ -135,7 +135,7 @@ async def _carry_out(
     """Publish the ending, park the job or hand it back. Returns a short word for the queue's log."""
     job_id, attempt = running.job_id, running.attempt
     if isinstance(ending, HandedBack):
-        if ending.cause is StopCause.shutdown:
+        if ending.cause in (StopCause.shutdown, StopCause.store_lost):
             # release the lease at once: another worker resumes from the checkpoint
             with suppress(RedisError):
                 await state.leases.release(job_id)
