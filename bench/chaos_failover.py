@@ -292,6 +292,8 @@ async def _verify(url: str, jobs: dict[str, str], runs_dir: Path, report: Failov
                 report.details.append(f"  {len(terminals)} terminal events in {job_id}: {types}")
             for t in terminals[:1]:
                 report.ended[t["type"]] = report.ended.get(t["type"], 0) + 1
+                if t["type"] == "error":
+                    report.details.append(f"  error in {job_id}: {t['data'].get('code')}: {t['data'].get('message')}")
             f = runs_dir / marker
             runs = f.read_text().splitlines() if f.exists() else []
             if not runs:
