@@ -43,10 +43,14 @@ class EventLog:
         return await self.store.emit(self.job_id, data.type, data.to_wire(), attempt=self.attempt, **kw)
 
     async def started(self, *, worker_id: str, model: str, resumed: bool) -> int:
+        # durable (toolq/store/durability.py): once the replicas hold the lease this writes, any
+        # later write a failover loses is recovered by a takeover when the lease runs out; without
+        # it, a job whose arq pick survived but whose start did not would wait queued for ever
         return await self._emit(
             StartedData(attempt=self.attempt, worker=worker_id, model=model, resumed=resumed),
             status=JobStatus.running,
             lease_ms=self.lease_ms,
+            durable=True,
         )
 
     async def tool_call(

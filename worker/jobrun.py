@@ -26,6 +26,7 @@ from toolq.protocol import (
     ToolCall,
     now_ms,
 )
+from toolq.store.durability import NotReplicated
 from toolq.store.jobstore import JobEnded, JobNotFound
 from worker.budget import job_token_cap, over_budget, over_budget_message, watch_budget
 from worker.cancel import watch_cancel
@@ -57,6 +58,12 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
         )
     except JobEnded:
         return "ended"
+    except NotReplicated as e:
+        # its start may not outlive a failover: run nothing, and let another attempt start it
+        log.warning("job start not replicated; handed back", error=str(e))
+        with suppress(RedisError):
+            await state.leases.release(job_id)
+        return StopCause.store_lost.value
     started_ms = now_ms()
     queue_ms = max(0, started_ms - (rec.created_ms or started_ms)) if attempt == 1 else 0
     loop_state = LoopState.from_checkpoint(checkpoint) if checkpoint else None

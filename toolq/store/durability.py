@@ -8,13 +8,16 @@ connection's writes), and are acknowledged only once N replicas hold them:
 - a submission, before its 201: ``NotReplicated`` otherwise (the gateway's 503 with Retry-After);
   the job is on the primary, and a retry with the same idempotency key gets it back;
 - a caller's answers to a paused job, before their 200, likewise;
+- a worker's ``started`` event, which writes the attempt's lease: once the replicas hold it, any
+  later write a failover loses is recovered by a takeover when the lease runs out (without it, a
+  job whose pick from arq's queue survived but whose start did not would stay queued for ever);
 - a worker's announcement of the tool calls it is about to run (the checkpoint that makes a
   resumed attempt not run them again): the tools run only once it is replicated. When WAIT comes
   back short, ``confirm`` keeps asking (the event is still there, and the replicas have it) for up
   to ``TOOLQ_REDIS_WAIT_HOLD_S``; then the attempt is handed back without running them.
 
-Every other write may be lost with a failed primary and is recovered from: a lost lease or
-heartbeat is written again on the next beat; lost events after the last replicated checkpoint
+Every other write may be lost with a failed primary and is recovered from: a lost lease renewal
+or heartbeat is written again on the next beat; lost events after the last replicated checkpoint
 are produced again by the attempt that resumes from it (a lost terminal event leaves the job
 running without a renewed lease, so another worker takes it over); a tool service's lost result
 is delivered again, as its calls already are at least once (toolq/store/lua/service_result.lua).

@@ -51,6 +51,9 @@ _KNOWN = ", ".join(f"{s}://" for s in (*PLAIN_SCHEMES, *SENTINEL_SCHEMES))
 class BadRedisURL(ValueError):
     """A Redis URL toolq cannot use; the message says what is wrong and what is expected."""
 
+    def __init__(self, url: str, why: str):
+        super().__init__(f"bad Redis URL {url!r}: {why}")
+
 
 @dataclass(frozen=True)
 class SentinelURL:
@@ -88,27 +91,27 @@ class SentinelURL:
 
 def _scheme(url: str) -> str:
     if "://" not in url:
-        raise BadRedisURL(f"a Redis URL starts with one of {_KNOWN}; got {url!r}")
+        raise BadRedisURL(url, f"a Redis URL starts with one of {_KNOWN}")
     return url.split("://", 1)[0].lower()
 
 
 def _host_port(item: str, url: str) -> tuple[str, int]:
     item = item.strip()
     if not item:
-        raise BadRedisURL(f"an empty sentinel address in {url!r} (HOST:PORT, comma-separated)")
+        raise BadRedisURL(url, "an empty sentinel address (HOST:PORT, comma-separated)")
     if item.startswith("["):  # [v6]:port
         host, _, rest = item[1:].partition("]")
         port_text = rest[1:] if rest.startswith(":") else ""
         if rest and not rest.startswith(":"):
-            raise BadRedisURL(f"bad sentinel address {item!r} in {url!r}")
+            raise BadRedisURL(url, f"bad sentinel address {item!r}")
     else:
         host, _, port_text = item.rpartition(":") if ":" in item else (item, "", "")
     if not host:
-        raise BadRedisURL(f"sentinel address {item!r} in {url!r} has no host")
+        raise BadRedisURL(url, f"sentinel address {item!r} has no host")
     if not port_text:
         return host, SENTINEL_PORT
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise BadRedisURL(f"sentinel address {item!r} in {url!r}: the port must be a number from 1 to 65535")
+        raise BadRedisURL(url, f"sentinel address {item!r}: the port must be a number from 1 to 65535")
     return host, int(port_text)
 
 
@@ -116,7 +119,7 @@ def parse_sentinel(url: str) -> SentinelURL:
     """Parse a ``redis+sentinel://`` or ``rediss+sentinel://`` URL; raises BadRedisURL saying why not."""
     scheme = _scheme(url)
     if scheme not in SENTINEL_SCHEMES:
-        raise BadRedisURL(f"not a Sentinel URL (redis+sentinel:// or rediss+sentinel://): {url!r}")
+        raise BadRedisURL(url, "not a Sentinel URL (redis+sentinel:// or rediss+sentinel://)")
     parts = urlsplit(url)
     userinfo, _, hosts = parts.netloc.rpartition("@")
     username = password = None
@@ -126,21 +129,19 @@ def parse_sentinel(url: str) -> SentinelURL:
     sentinels = tuple(_host_port(h, url) for h in hosts.split(","))
     path = parts.path.split("/")
     if len(path) < 2 or not path[1]:
-        raise BadRedisURL(f"a Sentinel URL names its service: redis+sentinel://HOST:PORT/SERVICE[/DB]; got {url!r}")
+        raise BadRedisURL(url, "a Sentinel URL names its service: redis+sentinel://HOST:PORT/SERVICE[/DB]")
     service, rest = unquote(path[1]), [p for p in path[2:] if p != ""]
     if len(rest) > 1:
-        raise BadRedisURL(f"a Sentinel URL's path is /SERVICE or /SERVICE/DB; got {parts.path!r} in {url!r}")
+        raise BadRedisURL(url, f"a Sentinel URL's path is /SERVICE or /SERVICE/DB, not {parts.path!r}")
     db = 0
     if rest:
         if not rest[0].isdigit():
-            raise BadRedisURL(f"the database in {url!r} must be a number, not {rest[0]!r}")
+            raise BadRedisURL(url, f"the database must be a number, not {rest[0]!r}")
         db = int(rest[0])
     query = parse_qs(parts.query, keep_blank_values=True)
     unknown = sorted(set(query) - set(_QUERY))
     if unknown:
-        raise BadRedisURL(
-            f"unknown option(s) {', '.join(unknown)} in {url!r}; a Sentinel URL takes {', '.join(_QUERY)}"
-        )
+        raise BadRedisURL(url, f"unknown option(s) {', '.join(unknown)}; a Sentinel URL takes {', '.join(_QUERY)}")
     return SentinelURL(
         sentinels=sentinels,
         service=service,
@@ -162,9 +163,9 @@ def check(url: str) -> None:
         try:
             redis.ConnectionPool.from_url(url)
         except ValueError as e:
-            raise BadRedisURL(f"bad Redis URL {url!r}: {e}") from None
+            raise BadRedisURL(url, str(e)) from None
     else:
-        raise BadRedisURL(f"unknown Redis URL scheme {scheme + '://'!r} in {url!r}; toolq understands {_KNOWN}")
+        raise BadRedisURL(url, f"unknown Redis URL scheme {scheme + '://'!r}; toolq understands {_KNOWN}")
 
 
 def describe(url: str) -> str:

@@ -46,7 +46,7 @@ def test_sentinel_url_defaults_db_0_and_takes_passwords_and_tls():
 def test_bad_sentinel_urls_say_what_is_wrong(url, says):
     with pytest.raises(BadRedisURL) as e:
         redis_urls.check(url)
-    assert says in str(e.value)
+    assert str(e.value).startswith(f"bad Redis URL {url!r}: ") and says in str(e.value)
 
 
 @pytest.mark.parametrize("url", ["http://h:6379/0", "redis+cluster://h:7000", "memcached://x"])
@@ -66,7 +66,7 @@ def test_a_url_without_a_scheme_is_refused():
 def test_plain_urls_go_to_redis_py():
     redis_urls.check("redis://localhost:6379/2")
     redis_urls.check("unix:///run/redis.sock?db=1")
-    with pytest.raises(BadRedisURL, match="bad Redis URL"):
+    with pytest.raises(BadRedisURL, match="bad Redis URL 'redis://localhost:badport/0': Port could not"):
         redis_urls.check("redis://localhost:badport/0")
 
 

@@ -9,9 +9,11 @@
 -- ARGV[1] seq      the event's seq
 -- ARGV[2] attempt  the writer's attempt; '' any
 --
--- Returns 1 when the event is there (and the mark written), 0 when it is not.
+-- Returns 1 when the event is there (and the write made), 0 when it is not.
 
 if attempt ~= '' and redis.call('HGET', job, 'attempt') ~= attempt then return 0 end
 if #redis.call('XRANGE', log, seq .. '-0', seq .. '-0') == 0 then return 0 end
-redis.call('HSET', job, 'confirmed_seq', seq)
+-- the job's seq written again as it is: no change, but a write that replicas receive
+local current = redis.call('HGET', job, 'seq')
+redis.call('HSET', job, 'seq', current)
 return 1
