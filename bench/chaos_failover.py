@@ -11,8 +11,9 @@ Jobs are posted at a steady rate to the gateways in turn, each with an Idempoten
 answered otherwise than 201/200 (a 503 while no primary is known or WAIT came back short, a
 dropped connection) is posted again with the same key, so a retry never makes a second job. A
 job is *acknowledged* once a gateway answered it 201 or 200. When half the jobs are posted the
-primary is SIGKILLed; the sentinels promote the replica; two seconds later the old primary is
-started again, empty, and the sentinels make it a replica of the new one.
+primary is SIGKILLed; the sentinels promote the replica; once every sentinel names the new
+primary (a sentinel still behind would send clients to the returning machine) and two seconds
+later, the old primary is started again, empty, and the sentinels make it a replica of the new one.
 
 Then every acknowledged job's stream is read from the primary of now, and the soak prints: jobs
 acknowledged and lost (no record, or never ended), jobs with other than one terminal event, tools
@@ -240,6 +241,7 @@ async def _chaos(
     try:
         new_port = await asyncio.to_thread(cluster.wait_promoted, old.port)
         report.promoted_after_s = time.monotonic() - killed
+        await asyncio.to_thread(cluster.wait_agreed, new_port)  # then the old machine comes back
         await asyncio.sleep(opts.rejoin_after_s)
         await asyncio.to_thread(cluster.restart, old)
         await asyncio.to_thread(cluster.wait_replicas, new_port, 1, 60.0)

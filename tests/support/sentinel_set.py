@@ -109,6 +109,23 @@ class SentinelSet:
                 return int(addr[1])
         return None
 
+    def wait_agreed(self, port: int, timeout: float = 30.0) -> None:
+        """Wait until every sentinel names ``port`` the primary. A sentinel still behind would
+        send a client to an old primary that came back empty, before the others make it a replica."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            named = set()
+            for s in self.sentinels:
+                try:
+                    addr = s.client().execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
+                    named.add(int(addr[1]) if addr else None)
+                except redis.RedisError:
+                    named.add(None)
+            if named == {port}:
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"the sentinels do not all name port {port} the primary after {timeout} s")
+
     def server(self, port: int) -> RedisServer:
         return next(s for s in self.servers if s.port == port)
 
