@@ -8,10 +8,10 @@ What runs, all real processes on free loopback ports (tests/support/sentinel_set
 - two gateways; every process is given ``redis+sentinel://...`` and nothing else.
 
 Jobs are posted at a steady rate to the gateways in turn, each with an Idempotency-Key: a post
-answered otherwise than 201/200 (a 503 while no primary is known or WAIT came back short, a
+answered otherwise than 202/200 (a 503 while no primary is known or WAIT came back short, a
 dropped connection) is posted again with the same key, so a retry never makes a second job. A
-job is *acknowledged* once a gateway answered it 201 or 200. When half the jobs are posted the
-primary is SIGKILLed; the sentinels promote the replica; once every sentinel names the new
+job is *acknowledged* once a gateway answered it 202 (or 200, a retry that found its job). When
+half the jobs are posted the primary is SIGKILLed; the sentinels promote the replica; once every sentinel names the new
 primary (a sentinel still behind would send clients to the returning machine) and two seconds
 later, the old primary is started again, empty, and the sentinels make it a replica of the new one.
 
@@ -180,7 +180,7 @@ async def _post(
         tries += 1
         try:
             r = await http.post(url + "/v1/jobs", json=_body(marker), headers={"Idempotency-Key": marker})
-            if r.status_code in (200, 201):
+            if r.status_code in (200, 201, 202):
                 return str(r.json()["job_id"])
             if r.status_code == 503 and r.json().get("error", {}).get("code") == "not_replicated":
                 report.not_replicated_503 += 1

@@ -5,7 +5,7 @@ answered. With ``TOOLQ_REDIS_WAIT_REPLICAS`` = N > 0 the writes below are sent t
 ``WAIT N timeout`` on the same connection (one pipeline: WAIT counts the replicas that have this
 connection's writes), and are acknowledged only once N replicas hold them:
 
-- a submission, before its 201: ``NotReplicated`` otherwise (the gateway's 503 with Retry-After);
+- a submission, before it is accepted (202): ``NotReplicated`` otherwise (the gateway's 503 with Retry-After);
   the job is on the primary, and a retry with the same idempotency key gets it back;
 - a caller's answers to a paused job, before their 200, likewise;
 - a worker's ``started`` event, which writes the attempt's lease: once the replicas hold it, any
