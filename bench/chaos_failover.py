@@ -10,8 +10,11 @@ What runs, all real processes on free loopback ports (tests/support/sentinel_set
 Jobs are posted at a steady rate to the gateways in turn, each with an Idempotency-Key: a post
 answered otherwise than 202/200 (a 503 while no primary is known or WAIT came back short, a
 dropped connection) is posted again with the same key, so a retry never makes a second job. A
-job is *acknowledged* once a gateway answered it 202 (or 200, a retry that found its job). When
-half the jobs are posted the primary is SIGKILLed; the sentinels promote the replica; once every sentinel names the new
+job is *acknowledged* once a gateway answered it 202 (or 200, a retry that found its job).
+
+When half the jobs are posted, the replica is stopped (SIGSTOP, as a stalled link) for
+``replica_lag_s``, so that the primary's last writes are nowhere else, and the primary is
+SIGKILLed; the replica is let go and the sentinels promote it. Once every sentinel names the new
 primary (a sentinel still behind would send clients to the returning machine) and two seconds
 later, the old primary is started again, empty, and the sentinels make it a replica of the new one.
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import tempfile
 import time
@@ -57,6 +61,7 @@ class FailoverOptions:
     submit_rate: float = 10.0  # jobs per second, over all gateways
     down_after_ms: int = 1000  # the sentinels' down-after-milliseconds
     rejoin_after_s: float = 2.0  # from the promotion to the old primary's restart
+    replica_lag_s: float = 0.5  # the replica is stopped this long before the primary is killed
     max_jobs: int = 4
     lease_ms: int = 10_000
     tool_wait_ms: int = 50
@@ -107,7 +112,7 @@ class FailoverReport:
         lines = [
             f"failover soak: {o.jobs} jobs, {o.workers} workers, {o.gateways} gateways, "
             f"WAIT {f'on ({o.wait_replicas} replica, {o.wait_timeout_ms} ms)' if o.wait_replicas else 'off'}, "
-            f"sentinel down-after {o.down_after_ms} ms",
+            f"sentinel down-after {o.down_after_ms} ms, replica {o.replica_lag_s:g} s behind at the kill",
             f"jobs acknowledged              {self.acknowledged}  (posts retried {self.submit_retries}, "
             f"503 not_replicated {self.not_replicated_503}, given up {self.not_acknowledged})",
             f"jobs ended                     {ended}",
@@ -234,7 +239,15 @@ async def _chaos(
         ended_before = await _terminal(r, list(jobs.values()))
     finally:
         await r.aclose()
+    replica = cluster.replica()
+    if opts.replica_lag_s > 0:
+        # the replica falls behind (SIGSTOP: as a stalled link or machine), so the primary's last
+        # writes exist nowhere else when it dies: what asynchronous replication risks
+        replica.proc.send_signal(signal.SIGSTOP)
+        await asyncio.sleep(opts.replica_lag_s)
     old = await asyncio.to_thread(cluster.kill_primary)
+    if opts.replica_lag_s > 0:
+        replica.proc.send_signal(signal.SIGCONT)
     killed = time.monotonic()
     report.killed_at_s = killed - t0
     first = asyncio.create_task(_first_finished(cluster.url, jobs, ended_before, killed))
@@ -403,6 +416,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--wait", type=int, default=d.wait_replicas, help="TOOLQ_REDIS_WAIT_REPLICAS (0: WAIT off)")
     p.add_argument("--wait-timeout-ms", type=int, default=d.wait_timeout_ms, help="TOOLQ_REDIS_WAIT_TIMEOUT_MS")
     p.add_argument("--submit-rate", type=float, default=d.submit_rate, help="jobs posted per second")
+    p.add_argument(
+        "--replica-lag-s", type=float, default=d.replica_lag_s, help="the replica is frozen this long before the kill"
+    )
     p.add_argument("--down-after-ms", type=int, default=d.down_after_ms, help="the sentinels' down-after-milliseconds")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--keep-logs", action="store_true")
@@ -410,7 +426,7 @@ def main(argv: list[str]) -> int:
     opts = short_failover_options() if a.short else FailoverOptions()
     opts.wait_replicas, opts.wait_timeout_ms, opts.submit_rate = a.wait, a.wait_timeout_ms, a.submit_rate
     opts.workers, opts.gateways, opts.seed, opts.keep_logs = a.workers, a.gateways, a.seed, a.keep_logs
-    opts.down_after_ms = a.down_after_ms
+    opts.down_after_ms, opts.replica_lag_s = a.down_after_ms, a.replica_lag_s
     if a.jobs is not None:
         opts.jobs = a.jobs
     if opts.jobs < 1 or opts.workers < 1 or opts.gateways < 1 or opts.wait_replicas < 0:

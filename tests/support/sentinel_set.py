@@ -126,6 +126,11 @@ class SentinelSet:
             time.sleep(0.05)
         raise TimeoutError(f"the sentinels do not all name port {port} the primary after {timeout} s")
 
+    def replica(self) -> RedisServer:
+        """A server that is not the primary now."""
+        primary = self.primary_port()
+        return next(s for s in self.servers if s.port != primary and s.proc is not None)
+
     def server(self, port: int) -> RedisServer:
         return next(s for s in self.servers if s.port == port)
 
