@@ -188,8 +188,9 @@ def async_pool(url: str, **kwargs: Any) -> aioredis.ConnectionPool:
     if _scheme(url) not in SENTINEL_SCHEMES:
         return aioredis.ConnectionPool.from_url(url, **kwargs)
     s = parse_sentinel(url)
-    manager = AsyncSentinel(list(s.sentinels), sentinel_kwargs=s.sentinel_kwargs(_socket_kwargs(kwargs)))
-    return AsyncSentinelPool(s.service, manager, is_master=True, **{**s.node_kwargs(), **kwargs})
+    # redis-py's Sentinel classes carry no annotations
+    manager = AsyncSentinel(list(s.sentinels), sentinel_kwargs=s.sentinel_kwargs(_socket_kwargs(kwargs)))  # type: ignore[no-untyped-call]
+    return AsyncSentinelPool(s.service, manager, is_master=True, **{**s.node_kwargs(), **kwargs})  # type: ignore[no-untyped-call]
 
 
 def async_client(url: str, **kwargs: Any) -> aioredis.Redis:
@@ -203,6 +204,7 @@ def sync_client(url: str, **kwargs: Any) -> redis.Redis:
     if _scheme(url) not in SENTINEL_SCHEMES:
         return redis.Redis.from_url(url, **kwargs)
     s = parse_sentinel(url)
-    manager = Sentinel(list(s.sentinels), sentinel_kwargs=s.sentinel_kwargs(_socket_kwargs(kwargs)))
-    pool = SentinelConnectionPool(s.service, manager, is_master=True, **{**s.node_kwargs(), **kwargs})
+    # redis-py's Sentinel classes carry no annotations
+    manager = Sentinel(list(s.sentinels), sentinel_kwargs=s.sentinel_kwargs(_socket_kwargs(kwargs)))  # type: ignore[no-untyped-call]
+    pool = SentinelConnectionPool(s.service, manager, is_master=True, **{**s.node_kwargs(), **kwargs})  # type: ignore[no-untyped-call]
     return redis.Redis.from_pool(pool)
