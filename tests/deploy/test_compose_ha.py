@@ -76,6 +76,13 @@ def _master(project: str) -> str | None:
     return lines[0] if out.returncode == 0 and lines else None
 
 
+def _replica_known(project: str) -> bool:
+    """The sentinels have found the replica (they learn it from the primary's INFO, every 10 s)."""
+    out = compose(project, *HA, "exec", "-T", "redis-sentinel-1", "redis-cli", "-p", "26379",
+                  "sentinel", "master", "toolq", check=False).split()  # fmt: skip
+    return "num-slaves" in out and int(out[out.index("num-slaves") + 1]) >= 1
+
+
 def _wait(what: str, check, timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -89,6 +96,7 @@ def test_the_sentinels_fail_over_and_take_the_old_primary_back(project):
     try:
         compose(project, *HA, "up", "--detach", "--wait", "--wait-timeout", "120", *REDIS_PARTS, timeout=300)
         _wait("the sentinels name `redis` the primary", lambda: _master(project) == "redis")
+        _wait("the sentinels know the replica", lambda: _replica_known(project))
         compose(project, *HA, "kill", "redis")
         _wait("the replica promoted", lambda: _master(project) == "redis-replica")
         compose(project, *HA, "start", "redis")
