@@ -35,6 +35,8 @@ Every process it starts (workers, redis-server) is stopped on the way out, on Ct
 Run: .venv/bin/python bench/chaos.py [--jobs 300] [--workers 3] [--kill-every-s 3] [--seed 1]
      .venv/bin/python bench/chaos.py --short      (about 40 jobs, one kill, one Redis restart)
      .venv/bin/python bench/chaos.py --fair [--short]  (1005 jobs, or 303 and 4 kills)
+     .venv/bin/python bench/chaos.py --failover [--wait 1|0] [--short]
+                                    (a Sentinel failover under load: bench/chaos_failover.py)
 """
 
 from __future__ import annotations
@@ -651,6 +653,11 @@ def parse_args(argv: list[str] | None = None) -> Options:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--failover" in argv:
+        from bench import chaos_failover  # its own options and report
+
+        return chaos_failover.main(argv)
     opts = parse_args(argv)
 
     def on_term(signum: int, frame: object) -> None:

@@ -17,7 +17,8 @@ from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException
 
-from toolq.errors import ToolqError
+from toolq.errors import NotReplicatedError, ToolqError
+from toolq.store.durability import NotReplicated
 
 log = structlog.get_logger("toolq.gateway")
 
@@ -89,6 +90,12 @@ def install(app: FastAPI) -> None:
             headers=getattr(exc, "headers", None),
         )
 
+    @app.exception_handler(NotReplicated)
+    async def _not_replicated(request: Request, exc: NotReplicated) -> JSONResponse:
+        # not a 201 or 200: the write is on the primary only, and a failover now would drop it
+        log.warning("write not replicated in time", job_id=exc.job_id, acked=exc.acked, wanted=exc.wanted)
+        return await _toolq(request, not_replicated(exc))
+
     @app.exception_handler(RedisError)
     async def _redis(request: Request, exc: RedisError) -> JSONResponse:
         log.warning("redis unavailable", error=str(exc), path=request.url.path)
@@ -99,3 +106,12 @@ def install(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", path=request.url.path)
         return JSONResponse({"error": {"code": "internal", "message": "internal error"}}, status_code=500)
+
+
+def not_replicated(exc: NotReplicated) -> NotReplicatedError:
+    """The 503 of a write WAIT found short (toolq/store/durability.py)."""
+    return NotReplicatedError(
+        f"{exc}; it may run, or be lost if the primary fails now: retry with the same Idempotency-Key "
+        "(the same job comes back) or look it up by its id",
+        field=None,
+    )

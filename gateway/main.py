@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import redis
 import uvicorn
 from pydantic import ValidationError
 
@@ -14,6 +13,7 @@ from gateway.settings import GatewaySettings
 from toolq.errors import CommandError
 from toolq.field_errors import validation_message
 from toolq.logs import configure_logging
+from toolq.store import redis_urls
 from toolq.tracing import configure_tracing, shutdown_tracing
 
 
@@ -26,9 +26,9 @@ def run_gateway(host: str | None = None, port: int | None = None, redis_url: str
     except ValidationError as e:  # a flag or a TOOLQ_ variable that cannot work: one line, not a traceback
         raise CommandError(f"invalid setting: {validation_message(e)}") from None
     try:
-        redis.Redis.from_url(settings.redis_url).close()  # parses only: a Redis that is down is for /readyz to report
-    except ValueError as e:
-        raise CommandError(f"bad Redis URL {settings.redis_url!r}: {e}") from None
+        redis_urls.check(settings.redis_url)  # parses only: a Redis that is down is for /readyz to report
+    except redis_urls.BadRedisURL as e:
+        raise CommandError(str(e)) from None
     level = getattr(logging, settings.log_level.upper(), logging.INFO)
     configure_logging(level)
     configure_tracing("toolq-gateway")  # before create_app, which installs the trace middleware when on

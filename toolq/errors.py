@@ -145,6 +145,17 @@ class Unavailable(ToolqError):
         self.headers.setdefault("Retry-After", str(retry_after_s))
 
 
+class NotReplicatedError(Unavailable):
+    """The write is on the Redis primary but not yet on the replicas the operator requires
+    (``TOOLQ_REDIS_WAIT_REPLICAS``): a 503 with Retry-After. A submission retried with the same
+    idempotency key gets the same job back, acknowledged once it is replicated."""
+
+    code = "not_replicated"
+
+    def __init__(self, message: str, *, retry_after_s: int = 1, **kw: Any):
+        super().__init__(message, retry_after_s=retry_after_s, **kw)
+
+
 # For the SDK: the class to raise for an error code read from a gateway answer.
 BY_CODE: dict[str, type[ToolqError]] = {
     cls.code: cls
@@ -169,6 +180,7 @@ BY_CODE: dict[str, type[ToolqError]] = {
         QueueFull,
         BudgetExhausted,
         Unavailable,
+        NotReplicatedError,
     )
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-import redis
+from toolq.store import redis_urls
 
 
 def free_port() -> int:
@@ -17,6 +17,6 @@ def free_port() -> int:
 
 def redis_answers(url: str, timeout: float = 0.5) -> bool:
     try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout).ping())
+        return bool(redis_urls.sync_client(url, socket_connect_timeout=timeout).ping())
     except Exception:
         return False

@@ -1,4 +1,6 @@
-"""The setting every toolq process shares: where Redis is (``TOOLQ_REDIS_URL``).
+"""The settings every toolq process shares: where Redis is (``TOOLQ_REDIS_URL``, any URL of
+toolq/store/redis_urls.py, Sentinel included) and what an acknowledgement waits for
+(``TOOLQ_REDIS_WAIT_REPLICAS``, ``TOOLQ_REDIS_WAIT_TIMEOUT_MS``: toolq/store/durability.py).
 
 The worker's and the gateway's settings take their default from here, and `toolq demo` and the
 container healthcheck read it through ``RedisSettings`` without importing either service.
@@ -6,6 +8,7 @@ container healthcheck read it through ``RedisSettings`` without importing either
 
 from __future__ import annotations
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -15,3 +18,9 @@ class RedisSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
 
     redis_url: str = DEFAULT_REDIS_URL
+    # 0: acknowledge once the primary has the write. N: only once N replicas have it too (WAIT),
+    # waiting at most the timeout; every process that acknowledges something reads both.
+    redis_wait_replicas: int = Field(default=0, ge=0)
+    redis_wait_timeout_ms: int = Field(default=1000, ge=1, le=60_000)
+    # a worker about to run tools keeps confirming its announcement this long before it gives up
+    redis_wait_hold_s: float = Field(default=15.0, gt=0)

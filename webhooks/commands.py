@@ -43,6 +43,7 @@ def _deliveries_call(args: argparse.Namespace, call: Any) -> Any:
     from redis.exceptions import RedisError
 
     from toolq.settings import RedisSettings
+    from toolq.store import redis_urls
     from toolq.store.arq_link import connect
     from toolq.store.deliveries import Deliveries
 
@@ -56,7 +57,10 @@ def _deliveries_call(args: argparse.Namespace, call: Any) -> Any:
             await redis.aclose()
 
     try:
+        redis_urls.check(url)
         return asyncio.run(go())
+    except redis_urls.BadRedisURL as e:
+        raise CommandError(str(e)) from None
     except ValueError as e:
         raise CommandError(f"bad Redis URL {url!r}: {e}") from None
     except (RedisError, OSError) as e:

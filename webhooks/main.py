@@ -13,6 +13,7 @@ from pydantic_settings import SettingsError
 from toolq.errors import CommandError
 from toolq.field_errors import validation_message
 from toolq.logs import configure_logging
+from toolq.store import redis_urls
 from toolq.store.arq_link import connect
 from toolq.store.deliveries import Deliveries
 from webhooks.settings import SenderSettings
@@ -55,9 +56,9 @@ def run_sender(overrides: dict[str, Any]) -> int:
     configure_logging()
     settings = load_settings(overrides)
     try:
-        connect(settings.redis_url)
-    except ValueError as e:
-        raise CommandError(f"bad Redis URL {settings.redis_url!r}: {e}") from None
+        redis_urls.check(settings.redis_url)
+    except redis_urls.BadRedisURL as e:
+        raise CommandError(str(e)) from None
     if settings.metrics_port:
         from webhooks.metrics import serve_metrics
 

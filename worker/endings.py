@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
+from redis.exceptions import RedisError
+
 from toolq.protocol import ErrorCode, FinishReason
+from toolq.store.durability import NotReplicated
 from toolq.tools import UnknownToolError
 from worker.conversation import LoopOutcome
 from worker.generation import ContextLengthExceeded, EngineError
@@ -23,13 +26,16 @@ class StopCause(str, Enum):
     superseded = "superseded"  # another attempt took the job over: this one publishes nothing
     shutdown = "shutdown"  # the worker is stopping: the job is handed back to the queue
     budget_exceeded = "budget_exceeded"  # it passed its per-job token cap (worker/budget.py)
+    # Redis failed it: unreachable past the retries, or a write it needed replicated was not
+    # (toolq/store/durability.py). Handed back: an attempt on the primary of now goes on.
+    store_lost = "store_lost"
 
 
 @dataclass(frozen=True)
 class HandedBack:
     """Nothing is published: another attempt goes on from the checkpoint."""
 
-    cause: Literal[StopCause.superseded, StopCause.shutdown]
+    cause: Literal[StopCause.superseded, StopCause.shutdown, StopCause.store_lost]
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,8 @@ def classify(
         return Cancelled()
     if cause is StopCause.timeout:
         return Failed(ErrorCode.timeout, "the job ran past its timeout and was stopped", "timeout")
+    if isinstance(error, (NotReplicated, RedisError)):
+        return HandedBack(StopCause.store_lost)
     return failure(error)
 
 

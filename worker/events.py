@@ -48,10 +48,14 @@ class EventLog:
         return await self.store.emit(self.job_id, data.type, data.to_wire(), attempt=self.attempt, **kw)
 
     async def started(self, *, worker_id: str, model: str, resumed: bool) -> int:
+        # durable (toolq/store/durability.py): once the replicas hold the lease this writes, any
+        # later write a failover loses is recovered by a takeover when the lease runs out; without
+        # it, a job whose arq pick survived but whose start did not would wait queued for ever
         return await self._emit(
             StartedData(attempt=self.attempt, worker=worker_id, model=model, resumed=resumed),
             status=JobStatus.running,
             lease_ms=self.lease_ms,
+            durable=True,
         )
 
     async def tool_call(
@@ -62,11 +66,12 @@ class EventLog:
         checkpoint: dict[str, Any] | None = None,
         where: Where = "worker",
         awaiting: str | None = None,
+        durable: bool = False,
     ) -> int:
         data = ToolCallData(id=call.id, name=call.name, arguments=call.arguments, iteration=iteration, where=where)
         if awaiting:
             data.awaiting = awaiting  # "client" or "approval": the job pauses for its caller
-        return await self._emit(data, checkpoint=checkpoint, usage=checkpoint_usage(checkpoint))
+        return await self._emit(data, checkpoint=checkpoint, usage=checkpoint_usage(checkpoint), durable=durable)
 
     async def tool_result(
         self,

@@ -27,6 +27,7 @@ from toolq.protocol import (
     Usage,
     now_ms,
 )
+from toolq.store.durability import NotReplicated
 from toolq.store.jobstore import JobEnded, JobNotFound
 from toolq.store.records import JobRecord
 from worker import traces
@@ -59,6 +60,12 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
         )
     except JobEnded:
         return "ended"
+    except NotReplicated as e:
+        # its start may not outlive a failover: run nothing, and let another attempt start it
+        log.warning("job start not replicated; handed back", error=str(e))
+        with suppress(RedisError):
+            await state.leases.release(job_id)
+        return StopCause.store_lost.value
     started_ms = now_ms()
     # the loop's task is made inside, so its spans and the tools' spans are this attempt's children
     with traces.attempt(rec, state.model, started_ms):
@@ -148,7 +155,7 @@ async def _carry_out(
     """Publish the ending, park the job or hand it back. Returns a short word for the queue's log."""
     job_id, attempt = running.job_id, running.attempt
     if isinstance(ending, HandedBack):
-        if ending.cause is StopCause.shutdown:
+        if ending.cause in (StopCause.shutdown, StopCause.store_lost):
             # release the lease at once: another worker resumes from the checkpoint
             with suppress(RedisError):
                 await state.leases.release(job_id)

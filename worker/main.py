@@ -80,14 +80,16 @@ def check(settings: WorkerSettings, engine: str = "llama") -> None:
 def _check_redis(url: str) -> None:
     import redis
 
+    from toolq.store import redis_urls
+
     try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
-    except ValueError as e:
-        raise CommandError(f"bad Redis URL {url!r}: {e}") from None
+        client = redis_urls.sync_client(url, socket_connect_timeout=5, socket_timeout=5)
+    except redis_urls.BadRedisURL as e:
+        raise CommandError(str(e)) from None
     try:
         client.ping()
     except redis.RedisError as e:
-        raise CommandError(f"cannot reach Redis at {url}: {e}") from None
+        raise CommandError(f"cannot reach Redis at {redis_urls.describe(url)}: {e}") from None
     finally:
         client.close()
 

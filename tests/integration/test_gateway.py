@@ -414,3 +414,25 @@ async def test_cancel_a_queued_job(settings, redis_url):
         assert job["status"] == "cancelled" and job["result"]["finish_reason"] == "cancelled"
         again = await c.post(f"/v1/jobs/{job_id}/cancel")  # idempotent
         assert again.status_code == 200 and again.json()["status"] == "cancelled"
+
+
+# ---------------------------------------------------------------------- WAIT for replicas
+
+
+async def test_a_submission_no_replica_confirms_is_a_503_and_its_retry_finds_the_same_job(redis_url, monkeypatch):
+    # toolq/store/durability.py: this Redis has no replica, so WAIT 1 always comes back short
+    monkeypatch.setenv("TOOLQ_REDIS_WAIT_REPLICAS", "1")
+    monkeypatch.setenv("TOOLQ_REDIS_WAIT_TIMEOUT_MS", "50")
+    register_fake_worker(redis_url, "alpha", ["say"])
+    s = GatewaySettings(redis_url=redis_url, registry_cache_s=0)
+    async with asgi_client(s) as c:
+        first = await c.post("/v1/jobs", json=JOB, headers={"Idempotency-Key": "wk"})
+        assert first.status_code == 503 and first.headers["Retry-After"] == "1"
+        error = first.json()["error"]
+        assert error["code"] == "not_replicated"
+        assert "0 of the 1 replica(s)" in error["message"] and "Idempotency-Key" in error["message"]
+        job_id = error["message"].split("of job ")[1].split()[0]
+        assert (await c.get(f"/v1/jobs/{job_id}")).json()["status"] == "queued"  # kept, never silently lost
+        again = await c.post("/v1/jobs", json=JOB, headers={"Idempotency-Key": "wk"})
+        assert again.status_code == 503 and job_id in again.json()["error"]["message"]
+    assert queued_jobs(redis_url, "alpha") == 1  # the retry made no second job

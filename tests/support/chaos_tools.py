@@ -4,20 +4,26 @@ A tool is not told the id of the call it serves, so the soak gives every job a m
 and the scripted model puts it in the job's one call: ``chaos:ran:<marker>`` then counts how often
 that call really ran, across worker processes, kills and Redis restarts. The side effect comes
 first and the wait after it, as with an HTTP call whose request has been sent.
+
+Across a failover a count in Redis could itself be lost with the primary, so the failover soak
+(bench/chaos_failover.py) sets ``TOOLQ_CHAOS_RUNS_DIR``: each run then appends a line to the file
+``<dir>/<marker>`` instead, outside Redis.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from pathlib import Path
 
-import redis.asyncio as aioredis
 import structlog
 
+from toolq.store import redis_urls
 from toolq.tools import tool
 
 RAN_PREFIX = "chaos:ran:"  # + marker: how many times the call ran
 RUNS_PREFIX = "chaos:runs:"  # + marker: one "attempt <n> pid <pid>" entry per run, to diagnose a repeat
+RUNS_DIR_ENV = "TOOLQ_CHAOS_RUNS_DIR"
 
 
 def ran_key(marker: str) -> str:
@@ -33,11 +39,23 @@ async def chaos_probe(marker: str, wait_ms: int = 0) -> str:
     """Records that it ran for a marker, waits wait_ms, and says how often it ran."""
     # the job's attempt is bound in the logging context of the task that runs the job (worker/jobrun.py)
     attempt = structlog.contextvars.get_contextvars().get("attempt", "?")
-    async with aioredis.Redis.from_url(os.environ["TOOLQ_REDIS_URL"]) as r:
-        async with r.pipeline(transaction=True) as pipe:
-            pipe.incr(ran_key(marker))
-            pipe.rpush(runs_key(marker), f"attempt {attempt} pid {os.getpid()}")
-            n, _ = await pipe.execute()
+    entry = f"attempt {attempt} pid {os.getpid()}"
+    folder = os.environ.get(RUNS_DIR_ENV)
+    if folder:
+        n = await asyncio.to_thread(_append, Path(folder) / marker, entry)
+    else:
+        async with redis_urls.async_client(os.environ["TOOLQ_REDIS_URL"]) as r:
+            async with r.pipeline(transaction=True) as pipe:
+                pipe.incr(ran_key(marker))
+                pipe.rpush(runs_key(marker), entry)
+                n, _ = await pipe.execute()
     if wait_ms > 0:
         await asyncio.sleep(wait_ms / 1000)
     return f"probe {marker} ran {n} times"
+
+
+def _append(path: Path, entry: str) -> int:
+    """Append one run to the marker's file; returns the runs it holds now."""
+    with path.open("a", encoding="utf-8") as f:
+        f.write(entry + "\n")
+    return len(path.read_text(encoding="utf-8").splitlines())

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import redis
+from toolq.store import redis_urls
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ class ToolqProcess:
     def wait_registered(self, redis_url: str, members: str, entry: Callable[[str], str], timeout: float) -> str:
         """The id this process registered under: a member of the set ``members`` whose hash
         (``entry(id)``) carries this process's pid."""
-        r = redis.Redis.from_url(redis_url)
+        r = redis_urls.sync_client(redis_url)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

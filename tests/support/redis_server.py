@@ -19,13 +19,14 @@ class RedisServer:
     so a restart on the same port finds its data again; without it nothing is persisted.
     """
 
-    def __init__(self, port: int | None = None, *, appendfsync: str | None = None):
+    def __init__(self, port: int | None = None, *, appendfsync: str | None = None, extra: tuple[str, ...] = ()):
         if appendfsync not in (None, "always", "everysec"):
             raise ValueError(f"appendfsync must be 'always' or 'everysec', not {appendfsync!r}")
         self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="toolq-redis-")
         self.appendfsync = appendfsync
         self.proc: subprocess.Popen | None = None
+        self.extra = extra  # more redis-server options, e.g. ("--replicaof", "127.0.0.1", "6379")
 
     @property
     def url(self) -> str:
@@ -49,6 +50,7 @@ class RedisServer:
                 self.dir,
                 "--databases",
                 "256",
+                *self.extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

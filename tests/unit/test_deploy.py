@@ -23,6 +23,7 @@ from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from toolq.api import ModelView
 from toolq.commands.cli import build_parser
+from toolq.settings import RedisSettings
 from toolq.store import keys
 from toolq.testing import images
 from webhooks.settings import SenderSettings
@@ -33,6 +34,8 @@ DEPLOY = REPO / "deploy"
 GATEWAY_ROUTES = set(create_app(GatewaySettings()).openapi()["paths"])
 GATEWAY_PORT = GatewaySettings().port
 WEBHOOK_ENV = {"TOOLQ_WEBHOOK_SECRETS", "TOOLQ_WEBHOOK_DEFAULTS", "TOOLQ_WEBHOOK_ALLOW_PRIVATE"}
+# every service's shared Redis settings (toolq/settings.py: RedisSettings, read by the store)
+REDIS_ENV = {"TOOLQ_REDIS_WAIT_REPLICAS", "TOOLQ_REDIS_WAIT_TIMEOUT_MS"}
 
 
 def compose() -> dict:
@@ -55,6 +58,9 @@ def toolq_args(command: list[str]):
 
 def assert_settings_env(env: dict, settings_cls, extra: set[str] = frozenset()) -> None:
     for name in env:
+        if name in REDIS_ENV:
+            assert name.removeprefix("TOOLQ_").lower() in RedisSettings.model_fields, name
+            continue
         if name in extra:
             continue
         assert name.startswith("TOOLQ_"), name
@@ -108,7 +114,7 @@ def test_compose_webhook_sender_matches_its_code():
     svc = compose()["services"]["webhooks"]
     args = toolq_args(svc["command"])
     assert args.command == "webhooks" and args.metrics_port
-    assert set(svc["environment"]) == WEBHOOK_ENV | {"TOOLQ_REDIS_URL"}
+    assert set(svc["environment"]) == WEBHOOK_ENV | REDIS_ENV | {"TOOLQ_REDIS_URL"}
     for name in WEBHOOK_ENV:
         assert name.removeprefix("TOOLQ_WEBHOOK_").lower() in SenderSettings.model_fields, name
     url = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", healthcheck_code(svc["healthcheck"]["test"]))

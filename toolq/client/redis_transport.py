@@ -17,6 +17,7 @@ from toolq import errors
 from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.client.transport import Retryable, StreamEnded
 from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
+from toolq.store.durability import NotReplicated
 from toolq.store.fleet import read_fleet
 from toolq.store.jobstore import JobNotFound, JobStore, NotSubmitted, QueueAtLimit
 
@@ -30,6 +31,7 @@ STORE_ERRORS: tuple[tuple[type[Exception], Callable[[Exception, str], errors.Too
     (JobNotFound, lambda e, job_id: errors.JobNotFoundError(f"job {job_id!r} not found", field="job_id")),
     (QueueAtLimit, lambda e, job_id: errors.QueueFull(f"{e}; retry later", retry_after_s=1)),
     (NotSubmitted, lambda e, job_id: errors.InvalidRequest(f"the job was not submitted: {e}")),
+    (NotReplicated, lambda e, job_id: errors.NotReplicatedError(f"{e}; retry with the same idempotency key")),
 )
 # Redis away: worth reconnecting for while following events.
 _OUTAGES = (RedisConnectionError, RedisTimeoutError, OSError)

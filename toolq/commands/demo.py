@@ -29,7 +29,7 @@ from toolq.errors import CommandError
 from toolq.local import free_port, redis_answers
 from toolq.protocol import EventType, JobRequest, Message
 from toolq.settings import RedisSettings
-from toolq.store import keys
+from toolq.store import keys, redis_urls
 
 console = Console(highlight=False)
 
@@ -99,7 +99,7 @@ def run_demo(args: argparse.Namespace) -> int:
         else:
             console.print(f"[dim]using Redis at {url}[/dim]")
         env = {**os.environ, "TOOLQ_REDIS_URL": url}
-        r = redis.Redis.from_url(url)
+        r = redis_urls.sync_client(url)
         before = _workers(r)
 
         worker, wlog = _spawn(stack, ["worker", "--redis", url], "worker", env)

@@ -37,6 +37,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from toolq.logs import configure_logging
     from toolq.services.service import serve
     from toolq.settings import RedisSettings
+    from toolq.store import redis_urls
     from toolq.tools import ToolLoadError, ToolRegistry, load_tool_modules
 
     if args.concurrency < 1:
@@ -44,8 +45,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.lease_ms < 100:
         raise CommandError(f"--lease-ms must be at least 100, got {args.lease_ms}")
     url = args.redis_url or RedisSettings().redis_url
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise CommandError(f"bad Redis URL {url!r}: expected redis://host:port/db")
+    try:
+        redis_urls.check(url)  # Sentinel URLs included
+    except redis_urls.BadRedisURL as e:
+        raise CommandError(str(e)) from None
     if not args.modules and not args.mcp:
         raise CommandError("name at least one MODULE with @tool functions, or an MCP server with --mcp")
     try:

@@ -23,13 +23,12 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from toolq.protocol import now_ms
 from toolq.services.calls import RESULT_TTL_MS, ServiceCall, encode_outcome
 from toolq.settings import DEFAULT_REDIS_URL
-from toolq.store import keys
+from toolq.store import keys, redis_urls
 from toolq.store.scripts import Script
 from toolq.store.services import ServiceInfo, deregister_service, register_service
 from toolq.tools import REGISTRY, CheckedCall, ToolOutcome, ToolRegistry
@@ -102,7 +101,7 @@ class ToolService:
         if not self._streams:
             raise ValueError("there are no tools to serve")
         if self._redis is None:
-            self._redis = Redis.from_url(self.redis_url)
+            self._redis = redis_urls.async_client(self.redis_url)
         self._post = Script(self._redis, "service_result")
         self._renew = Script(self._redis, "service_renew")
         if handle_signals:

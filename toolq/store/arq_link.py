@@ -51,14 +51,13 @@ from arq.constants import expires_extra_ms, in_progress_key_prefix, job_key_pref
 from arq.jobs import serialize_job
 from arq.utils import timestamp_ms
 from arq.worker import Worker, func
-from redis.asyncio import ConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from toolq.store import keys
+from toolq.store import keys, redis_urls
 from toolq.store.scripts import Script
 
 log = structlog.get_logger("toolq.worker")
@@ -79,17 +78,21 @@ def unpack(data: bytes) -> Any:
 
 def connect(url: str, **kwargs: Any) -> ArqRedis:
     """An arq-capable Redis client with toolq's serializer that retries through short outages
-    (a Redis restart)."""
-    pool = ConnectionPool.from_url(
+    (a Redis restart, a Sentinel failover: toolq/store/redis_urls.py). Any URL redis_urls takes."""
+    pool = redis_urls.async_pool(
         url,
-        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=8),
+        # about 10 s of tries: a restart, or a failover (the sentinels' down-after time plus their
+        # election), is ridden out rather than failing the job that was writing
+        retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=14),
         # OSError too: redis-py retries a connect only on the errors listed here, and a connect that Redis
         # refuses while it restarts raises ConnectionRefusedError, so without it nothing rides out a restart
         retry_on_error=[RedisConnectionError, RedisTimeoutError, OSError],
         health_check_interval=15,
         **kwargs,
     )
-    return ArqRedis(pool, job_serializer=pack, job_deserializer=unpack)
+    client = ArqRedis(pool, job_serializer=pack, job_deserializer=unpack)
+    client.auto_close_connection_pool = True  # the pool is this client's alone
+    return client
 
 
 def arq_job_id(job_id: str, attempt: int) -> str:

@@ -18,7 +18,7 @@ from typing import Any, cast, get_args
 from toolq.api import ModelView, ToolSpec
 from toolq.errors import Unavailable, UnknownModel, UnknownTool
 from toolq.protocol import JobRequest, Where
-from toolq.store import keys
+from toolq.store import keys, redis_urls
 from toolq.store.entries import drop_entry, read_entries, tool_specs, write_entry
 from toolq.store.fair import FairQueue
 from toolq.store.services import ServiceFleet, read_services
@@ -248,10 +248,8 @@ def local_worker_alive(redis_url: str, host: str | None = None) -> bool:
 
     Synchronous and dependency-light on purpose: it runs as ``python -c`` every few seconds.
     """
-    import redis as redis_sync
-
     host = host or socket.gethostname()
-    r = redis_sync.Redis.from_url(redis_url, socket_connect_timeout=2, socket_timeout=2)
+    r = redis_urls.sync_client(redis_url, socket_connect_timeout=2, socket_timeout=2)
     try:
         # A sync client: redis-py types its commands for both clients (a result or an awaitable).
         for wid in cast("set[bytes]", r.smembers(keys.WORKERS)):

@@ -46,6 +46,7 @@ from toolq.protocol import (
 )
 from toolq.store import arq_link, deliveries, keys
 from toolq.store.arq_link import connect
+from toolq.store.durability import Durability
 from toolq.store.job_index import INDEX_KEEP
 from toolq.store.records import JobRecord
 from toolq.store.scripts import Script
@@ -155,6 +156,7 @@ class JobStore:
         stream_maxlen: int = 10_000,
         idempotency_ttl_s: int = 24 * 3600,
         fair: bool = False,
+        durability: Durability | None = None,
     ):
         self.redis = redis  # from toolq.store.arq_link.connect
         self.event_ttl_s = event_ttl_s
@@ -165,6 +167,8 @@ class JobStore:
         # gateway, the SDK's Redis mode) turn it on; the store alone is arq's plain queue.
         self.fair = fair
         self.index_keep = INDEX_KEEP  # jobs each recent-jobs index keeps (toolq/store/job_index.py)
+        # which acknowledgements wait for replicas (TOOLQ_REDIS_WAIT_REPLICAS): toolq/store/durability.py
+        self.durability = durability or Durability.from_settings()
         self._emit = Script(redis, "emit")
         self._job_event = Script(redis, "job_event")
         self._pause = Script(redis, "pause")
@@ -209,7 +213,9 @@ class JobStore:
         job_id = new_job_id()
         created = now_ms()
         head, tail = _event_parts(job_id, EventType.queued, QueuedData(model=model, attempt=1).to_wire(), created)
-        code, value = await self._submit(
+        (code, value), acked = await self.durability.write(
+            self.redis,
+            self._submit,
             job=keys.job(job_id),
             log=keys.log(job_id),
             job_channel=keys.events_channel(job_id),
@@ -248,7 +254,13 @@ class JobStore:
             raise QueueAtLimit(model, int(value), max_queue_depth)
         if code == -2:
             raise NotSubmitted("the idempotency key names no job")
-        return (value.decode() if isinstance(value, bytes) else value), code == 1
+        found = value.decode() if isinstance(value, bytes) else value
+        if self.durability.short(acked) and not (
+            # a retry that found its job wrote nothing for WAIT to count: ask about the job itself
+            code != 1 and await self.durability.confirm(self.redis, found, seq=1, attempt=None, hold_s=0)
+        ):
+            raise self.durability.refuse("the submission", found, acked)
+        return found, code == 1
 
     @staticmethod
     def _fair_keys(model: str, tenant: str) -> dict[str, str]:
@@ -277,18 +289,21 @@ class JobStore:
         only_if_status: JobStatus | None = None,
         lease_ms: int | None = None,
         usage: Usage | None = None,
+        durable: bool = False,
     ) -> int:
         """Write one event; returns its seq. Raises JobEnded when the write is refused.
         ``usage`` is the job's tokens so far, the worker's own figures: with a terminal event it
         is added to its tenant's usage (toolq/store/usage.py); with a checkpoint, what it adds
-        since the last count goes into the tenant's minute and day windows at once."""
+        since the last count goes into the tenant's minute and day windows at once.
+        ``durable``: return only once the replicas asked for have it (toolq/store/durability.py),
+        confirming for up to the hold time; raises NotReplicated when they never do."""
         terminal = type in TERMINAL_EVENTS
         if terminal and status is None:
             status = _STATUS_OF_TERMINAL[type]
         ts = now_ms()
         head, tail = _event_parts(job_id, type, data, ts)
         seq: int
-        if not terminal and lease_ms is None and usage is None and type not in deliveries.WEBHOOK_KIND:
+        if not terminal and not durable and lease_ms is None and usage is None and type not in deliveries.WEBHOOK_KIND:
             # touches only the job's own keys (one hash slot): toolq/store/lua/job_event.lua
             seq = await self._job_event(
                 job=keys.job(job_id),
@@ -306,7 +321,10 @@ class JobStore:
             if seq <= 0:
                 raise JobEnded(job_id, _REFUSED[seq])
             return seq
-        seq = await self._emit(
+        durability = self.durability if durable else Durability()
+        seq, acked = await durability.write(
+            self.redis,
+            self._emit,
             job=keys.job(job_id),
             log=keys.log(job_id),
             job_channel=keys.events_channel(job_id),
@@ -335,8 +353,13 @@ class JobStore:
             thread_prefix=keys.THREAD_PREFIX,
             job_prefix=keys.JOB_PREFIX,
         )
+        seq = int(seq)
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])
+        if durability.short(acked) and not await durability.confirm(
+            self.redis, job_id, seq=seq, attempt=attempt or None
+        ):
+            raise durability.refuse(f"event {seq} ({type.value})", job_id, acked)
         return seq
 
     async def pause(
@@ -406,7 +429,9 @@ class JobStore:
             queued = QueuedData(attempt=attempt + 1, resumed=JobStatus.requires_action.value)
             head, tail = _event_parts(job_id, EventType.queued, queued.to_wire(), ts)
             arq = arq_link.arq_job(job_id, model, attempt + 1, ts)
-            code, value = await self._answer(
+            (code, value), acked = await self.durability.write(
+                self.redis,
+                self._answer,
                 job=keys.job(job_id),
                 log=keys.log(job_id),
                 job_channel=keys.events_channel(job_id),
@@ -433,6 +458,8 @@ class JobStore:
             if code in (0, -2):
                 _check_paused(job_id, code == 0, status)
             if code in (1, 2):
+                if self.durability.short(acked):
+                    raise self.durability.refuse("the answers", job_id, acked)
                 return code == 2
         raise Conflict(f"job {job_id} kept changing while its answers were recorded; retry")
 

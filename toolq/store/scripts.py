@@ -71,10 +71,23 @@ class Script:
         self.source = load(name)
         self._script = redis.register_script(self.source.text)
 
-    async def __call__(self, **named: Any) -> Any:
+    def bind(self, **named: Any) -> tuple[list[Any], list[Any]]:
+        """The call's KEYS and ARGV, in the script's order."""
         src = self.source
         wanted = set(src.keys) | set(src.args)
         if set(named) != wanted:
             missing, extra = sorted(wanted - set(named)), sorted(set(named) - wanted)
             raise TypeError(f"{src.name}.lua: missing {missing}, unexpected {extra}")
-        return await self._script(keys=[named[k] for k in src.keys], args=[_value(named[a]) for a in src.args])
+        return [named[k] for k in src.keys], [_value(named[a]) for a in src.args]
+
+    async def __call__(self, **named: Any) -> Any:
+        # redis-py's Script runs EVALSHA and, on NOSCRIPT (a restarted or newly promoted
+        # primary has an empty script cache), loads the script and runs it again
+        keys, args = self.bind(**named)
+        return await self._script(keys=keys, args=args)
+
+    def queue(self, pipe: Any, **named: Any) -> None:
+        """Add a call to a pipeline as EVAL with the script's text: a pipeline cannot reload a
+        script that its Redis lost, and the text costs little for the few writes sent this way."""
+        keys, args = self.bind(**named)
+        pipe.eval(self.source.text, len(keys), *keys, *args)

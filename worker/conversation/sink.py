@@ -18,6 +18,7 @@ class EventSink(Protocol):
         checkpoint: dict[str, Any] | None = None,
         where: Where = "worker",
         awaiting: str | None = None,
+        durable: bool = False,
     ) -> Any: ...
 
     async def tool_result(

@@ -29,15 +29,19 @@ def note_waits(steps: Sequence[Step], state: LoopState) -> None:
 
 
 async def announce(steps: Sequence[Step], sink: EventSink, state: LoopState) -> None:
+    runs = any(isinstance(s, Run) for s in steps)
     for i, s in enumerate(steps):
         # The first announcement checkpoints the turn with its calls, so a job resumed while
-        # they run knows they started and does not run them a second time.
+        # they run knows they started and does not run them a second time. When calls run
+        # next, it must outlive a failover first (toolq/store/durability.py: it waits for the
+        # replicas asked for, or the attempt is handed back before anything runs).
         await sink.tool_call(
             s.call,
             state.iterations,
             checkpoint=state.checkpoint() if i == 0 else None,
             where=s.where,
             awaiting=state.awaiting.get(s.call.id),
+            durable=i == 0 and runs,
         )
 
 

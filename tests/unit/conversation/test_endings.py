@@ -4,8 +4,10 @@ and the loop's error."""
 from __future__ import annotations
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from toolq.protocol import ErrorCode, Message, PendingAction
+from toolq.store.durability import NotReplicated
 from toolq.tools import UnknownToolError
 from worker.conversation import LoopOutcome, LoopState
 from worker.endings import Cancelled, Failed, Finished, HandedBack, Paused, StopCause, classify
@@ -62,3 +64,15 @@ def test_errors_are_typed_by_their_class(error, code, reason):
         assert ending.message == str(error)
     if isinstance(error, UnknownToolError):
         assert "'nope'" in ending.message and "add" in ending.message
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        NotReplicated("event 4 (tool_call)", job_id="job_x", acked=0, wanted=1, timeout_ms=500),
+        RedisConnectionError("no primary"),
+    ],
+)
+def test_a_store_that_failed_the_attempt_hands_it_back_instead_of_ending_the_job(error):
+    # toolq/store/durability.py: the tools did not run; an attempt on the primary of now goes on
+    assert classify(None, None, error, on_client_tool="pause") == HandedBack(StopCause.store_lost)
