@@ -102,7 +102,18 @@ async def test_the_tool_service_scripts_run_on_a_cluster(client):
     tool, call_id = "adder", "call_1"
     stream, res, reply = keys.tool_calls(tool), keys.tool_result(tool, call_id), keys.tool_reply(tool, call_id)
     await client.xgroup_create(stream, keys.SERVICE_GROUP, id="0", mkstream=True)
-    assert await call(calls=stream, result=res, call_id=call_id, arguments='{"a": 1}', timeout_ms=5000) is None
+    assert (
+        await call(
+            calls=stream,
+            result=res,
+            call_id=call_id,
+            arguments='{"a": 1}',
+            timeout_ms=5000,
+            traceparent=None,
+            tracestate=None,
+        )
+        is None
+    )
     (_, entries), *_ = await client.xreadgroup(keys.SERVICE_GROUP, "i1", {stream: ">"}, count=1)
     entry_id = entries[0][0]
     assert await renew(calls=stream, group=keys.SERVICE_GROUP, consumer="i1", entry_id=entry_id) == 1
@@ -112,7 +123,18 @@ async def test_the_tool_service_scripts_run_on_a_cluster(client):
     assert await result(**post, consumer="i1", call_id=call_id, payload='{"ok":1}', ttl_ms=60000) == b"accepted"
     assert await client.blpop([reply], timeout=1) == (reply.encode(), b'{"ok":1}')
     # the same call id again gets the accepted result back
-    assert await call(calls=stream, result=res, call_id=call_id, arguments="{}", timeout_ms=5000) == b'{"ok":1}'
+    assert (
+        await call(
+            calls=stream,
+            result=res,
+            call_id=call_id,
+            arguments="{}",
+            timeout_ms=5000,
+            traceparent=None,
+            tracestate=None,
+        )
+        == b'{"ok":1}'
+    )
 
 
 async def test_a_threads_metadata_runs_on_a_cluster(client):
