@@ -47,6 +47,7 @@ class EventLog:
             StartedData(attempt=self.attempt, worker=worker_id, model=model, resumed=resumed),
             status=JobStatus.running,
             lease_ms=self.lease_ms,
+            worker=worker_id,
         )
 
     async def tool_call(

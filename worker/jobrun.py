@@ -26,6 +26,7 @@ from toolq.protocol import (
     ToolCall,
     now_ms,
 )
+from toolq.store.conversation_keys import transcript_keys
 from toolq.store.jobstore import JobEnded, JobNotFound
 from worker.budget import job_token_cap, over_budget, over_budget_message, watch_budget
 from worker.cancel import watch_cancel
@@ -142,6 +143,8 @@ async def _carry_out(
         log.info("job handed back", reason=ending.cause.value)
         return ending.cause.value
     try:
+        if isinstance(ending, Paused | Finished):
+            await _hold(state, request, ending.outcome.state)
         if isinstance(ending, Paused):
             return await _pause(state, request, running, ending.outcome)
         if isinstance(ending, Finished):
@@ -195,6 +198,14 @@ async def _carry_out(
     except JobEnded as e:
         log.info("job ended elsewhere", reason=e.reason)
         return "ended"
+
+
+async def _hold(state: WorkerState, request: JobRequest, ls: LoopState) -> None:
+    """Tell the fleet this worker holds the transcript it just ran (toolq/store/affinity.py),
+    before the job's ending is published, so the caller's next request can find it."""
+    state.held.record(transcript_keys(state.model, request, ls.messages))
+    with suppress(RedisError):
+        await state.held.publish(state.store.redis, state.worker_id, state.registry_ttl_ms)
 
 
 def _error_data(ending: Failed, running: RunningJob) -> ErrorData:

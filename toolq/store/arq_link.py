@@ -155,20 +155,42 @@ class StalledPickups:
 # ---------------------------------------------------------------------- the worker
 
 JobHandler = Callable[[str, int], Awaitable[str]]
-Feeder = Callable[[int], Awaitable[None]]  # given the free slots, puts fairly chosen jobs on the queue
+# Given the free slots, puts fairly chosen jobs on the queue; may return the seconds until it
+# should be asked again (a job left to another worker stops waiting for it then).
+Feeder = Callable[[int], Awaitable[float | None]]
+# Given the arq ids read from the queue, those this worker may start, in order (affinity's
+# reservation: toolq/store/affinity.py).
+Claimer = Callable[[list[bytes]], Awaitable[list[bytes]]]
 
 
 class WakeableWorker(Worker):
     """arq's Worker, woken by enqueuers instead of sleeping a poll, and riding out Redis outages.
 
-    ``wake_key`` None polls as plain arq does (the benchmarks compare the two). ``feed``, given
-    the free slots, puts the jobs due next on the queue before each look at it (fair share).
+    ``wake_key`` None polls as plain arq does (the benchmarks compare the two); ``own_wake_key``
+    is this worker's own list, pushed when a job is offered to it first. ``feed``, given the free
+    slots, puts the jobs due next on the queue before each look at it (fair share); ``claim``
+    filters what arq read from the queue before it starts anything (affinity).
     """
 
-    def __init__(self, *args: Any, wake_key: str | None = None, feed: Feeder | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        wake_key: str | None = None,
+        own_wake_key: str | None = None,
+        feed: Feeder | None = None,
+        claim: Claimer | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         self.wake_key = wake_key
+        self.own_wake_key = own_wake_key
         self.feed = feed
+        self.claim = claim
+
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        if self.claim is not None and job_ids:
+            job_ids = await self.claim(list(job_ids))
+        await super().start_jobs(job_ids)
 
     async def _poll_iteration(self) -> None:
         # arq's poll() sleeps whatever is left of poll_delay after each iteration, so a wake
@@ -176,9 +198,10 @@ class WakeableWorker(Worker):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.poll_delay_s
         while True:
+            again: float | None = None
             try:
                 if self.feed is not None and self.allow_pick_jobs and self.job_counter < self.max_jobs:
-                    await self.feed(self.max_jobs - self.job_counter)
+                    again = await self.feed(self.max_jobs - self.job_counter)
                 await super()._poll_iteration()
             except (RedisError, OSError) as e:
                 log.warning("queue poll failed; retrying", error=str(e))
@@ -187,7 +210,7 @@ class WakeableWorker(Worker):
             left = deadline - loop.time()
             if left <= 0 or not self.allow_pick_jobs or self.wake_key is None:
                 return  # plain arq: its poll() sleeps the rest of poll_delay
-            await self._wait_for_work(left)
+            await self._wait_for_work(left if again is None else max(0.001, min(left, again)))
 
     async def _wait_for_work(self, timeout: float) -> None:
         """Block until a job may be waiting: a wake token when idle, a finished job when busy."""
@@ -195,7 +218,8 @@ class WakeableWorker(Worker):
             try:
                 # redis-py types each command for both clients (a result or an awaitable); BLPOP takes
                 # fractional seconds since Redis 6, though redis-py types the timeout as an int.
-                woken = self.pool.blpop([self.wake_key], timeout=timeout)  # type: ignore[arg-type]
+                lists = [self.own_wake_key, self.wake_key] if self.own_wake_key else [self.wake_key]
+                woken = self.pool.blpop(lists, timeout=timeout)  # type: ignore[arg-type]
                 await cast("Awaitable[list[bytes] | None]", woken)
             except (RedisError, OSError):
                 await asyncio.sleep(timeout)
@@ -222,6 +246,7 @@ def make_worker(
     shutdown_grace_s: float,
     handle_signals: bool = True,
     feed: Feeder | None = None,
+    claim: Claimer | None = None,
 ) -> WakeableWorker:
     """An arq worker for the model's queue that runs ``run(job id, attempt)`` for each job.
 
@@ -259,7 +284,9 @@ def make_worker(
         job_deserializer=unpack,
         log_results=False,
         wake_key=keys.wake(model) if wake else None,
+        own_wake_key=keys.worker_wake(model, worker_id) if wake else None,
         feed=feed,
+        claim=claim,
     )
     worker.ctx["worker_id"] = worker_id
     return worker

@@ -43,7 +43,7 @@ from toolq.protocol import (
     new_job_id,
     now_ms,
 )
-from toolq.store import arq_link, deliveries, keys
+from toolq.store import affinity, arq_link, deliveries, keys
 from toolq.store.arq_link import connect
 from toolq.store.records import JobRecord
 from toolq.store.scripts import Script
@@ -153,6 +153,7 @@ class JobStore:
         stream_maxlen: int = 10_000,
         idempotency_ttl_s: int = 24 * 3600,
         fair: bool = False,
+        affinity_wait_ms: int = affinity.DEFAULT_WAIT_MS,
     ):
         self.redis = redis  # from toolq.store.arq_link.connect
         self.event_ttl_s = event_ttl_s
@@ -162,6 +163,9 @@ class JobStore:
         # off, they go straight onto arq's queue, first in first out. The front doors (the
         # gateway, the SDK's Redis mode) turn it on; the store alone is arq's plain queue.
         self.fair = fair
+        # affinity (toolq/store/affinity.py): how long a job is left to the worker that holds its
+        # conversation before any worker may take it; 0 offers jobs to no worker first
+        self.affinity_wait_ms = affinity_wait_ms if fair else 0
         self._emit = Script(redis, "emit")
         self._pause = Script(redis, "pause")
         self._submit = Script(redis, "submit")
@@ -185,6 +189,7 @@ class JobStore:
         idempotency_key: str | None = None,
         max_queue_depth: int | None = None,
         policy: TenantPolicy | None = None,
+        prefer: str | None = None,
     ) -> tuple[str, bool]:
         """Record, announce (``queued``) and enqueue a job, in one script. Returns (job id, created).
 
@@ -194,7 +199,8 @@ class JobStore:
         ``model`` None it only hands back the job the key names, and raises NotSubmitted when there
         is none: a caller whose own checks refused the job asks so whether it is a retry.
         ``policy`` records the tenant's weight and running cap for the fair choice, and the job's
-        token cap in its record.
+        token cap in its record. ``prefer`` names the worker the job is offered to first
+        (toolq/store/affinity.py), for ``affinity_wait_ms``.
         """
         key = idempotency_key or request.idempotency_key
         if model is None and not key:
@@ -230,6 +236,9 @@ class JobStore:
             max_running=(policy.max_running or 0) if policy else None,
             job_tokens=policy.job_tokens if policy else None,
             fair_prefix=keys.FAIR_PREFIX,
+            prefer=prefer,
+            prefer_wait_ms=self.affinity_wait_ms,
+            worker_wake_prefix=keys.worker_wake(model or "", ""),
         )
         if code == -1:
             assert model is not None and max_queue_depth is not None
@@ -265,9 +274,11 @@ class JobStore:
         only_if_status: JobStatus | None = None,
         lease_ms: int | None = None,
         usage: Usage | None = None,
+        worker: str | None = None,
     ) -> int:
         """Write one event; returns its seq. Raises JobEnded when the write is refused.
-        ``usage`` with a terminal event adds the job's tokens to its tenant's (toolq/store/usage.py)."""
+        ``usage`` with a terminal event adds the job's tokens to its tenant's (toolq/store/usage.py).
+        ``worker`` is kept as the record's ``worker`` (the ``started`` event's writer)."""
         terminal = type in TERMINAL_EVENTS
         if terminal and status is None:
             status = _STATUS_OF_TERMINAL[type]
@@ -301,6 +312,7 @@ class JobStore:
             thread_messages=await ending_messages(self.redis, job_id, type, result) if terminal else None,
             thread_prefix=keys.THREAD_PREFIX,
             job_prefix=keys.JOB_PREFIX,
+            worker=worker,
         )
         if seq <= 0:
             raise JobEnded(job_id, _REFUSED[seq])
@@ -393,6 +405,8 @@ class JobStore:
                 **arq,
                 **self._fair_keys(model, rec.tenant),
                 fair=self.fair,
+                prefer_wait_ms=self.affinity_wait_ms,
+                worker_wake_prefix=keys.worker_wake(model, ""),
             )
             code, status = int(code), value.decode() if isinstance(value, bytes) else str(value)
             if code == -3:

@@ -65,6 +65,11 @@ def test_a_full_hash_round_trips_and_reads_typed():
         "thread_from": "3",
         "thread_keep": "partial",
         "thread_strategy": "enqueue",
+        "worker": "w1",
+        "prefer": "w1",
+        "prefer_until": "1300",
+        "placed": "affinity",
+        "placed_ms": "1100",
     }
     assert set(raw) == set(FIELDS)
     rec = JobRecord.from_hash("job_1", _hash(**raw))

@@ -48,6 +48,8 @@
 -- ARGV[20] thread_messages  a thread run's messages for its thread (thread_end.lua); '' none
 -- ARGV[21] thread_prefix  toolq.store.keys.THREAD_PREFIX
 -- ARGV[22] job_prefix     toolq.store.keys.JOB_PREFIX
+-- ARGV[23] worker         the worker that writes the event, kept as the record's `worker` (the
+--                         `started` event sets it; answer.lua offers a resumed pause to it); '' keeps it
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt,
 -- -2 not in the expected status, -3 no such job.
@@ -63,6 +65,7 @@ redis.call('XADD', log, 'MAXLEN', '~', maxlen, seq .. '-0', 'e', ev)
 redis.call('PUBLISH', job_channel, ev)
 redis.call('PUBLISH', all_channel, ev)
 if status ~= '' then redis.call('HSET', job, 'status', status) end
+if worker ~= '' then redis.call('HSET', job, 'worker', worker) end
 if checkpoint ~= '' then redis.call('HSET', job, 'checkpoint', checkpoint) end
 if lease_ms ~= '' then redis.call('ZADD', leases, redis_now_ms() + tonumber(lease_ms), job_id) end
 if terminal == '1' then

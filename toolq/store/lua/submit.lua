@@ -10,9 +10,15 @@
 -- arq job stored but not queued; toolq/store/lua/dispatch.lua queues it when its turn comes. The
 -- queue depth then counts the waiting jobs of every tenant as well as arq's queue.
 --
+-- With fair share on and a `prefer`red worker (the live worker that holds the longest prefix of
+-- the job's conversation, toolq/store/affinity.py), the job is offered to that worker first
+-- (affinity_prefer.lua); dispatch.lua keeps the others off it for `prefer_wait_ms`.
+--
+-- include: now.lua
 -- include: arq_enqueue.lua
 -- include: fair_keys.lua
 -- include: fair_enqueue.lua
+-- include: affinity_prefer.lua
 --
 -- KEYS[1] job                the new job's record (hash)
 -- KEYS[2] log                the new job's event stream
@@ -53,6 +59,9 @@
 -- ARGV[21] job_tokens        the job's token cap, kept in its record; '' none
 -- ARGV[22] fair_prefix       toolq.store.keys.FAIR_PREFIX
 -- ARGV[23] webhook           the job's webhook JSON {"url", "events"} (webhook_record.lua); '' none
+-- ARGV[24] prefer            the worker to offer the job to first; '' none
+-- ARGV[25] prefer_wait_ms    how long the other workers leave it to that worker
+-- ARGV[26] worker_wake_prefix  toolq.store.keys.worker_wake(model, ''): a worker's own wake list
 --
 -- Returns {1, job id} created, {0, job id} the job the key already names, {-1, depth} the queue
 -- is at max_depth, {-2, ''} no model was given and the key names no job.
@@ -83,6 +92,7 @@ redis.call('PUBLISH', all_channel, ev)
 if fair == '1' then
   arq_store(arq_job, arq_result, arq_id, payload, expires_ms)
   fair_enqueue(tenants, passes, vtime, waiting, seq_key, weights, caps, tenant, job_id, priority, weight, max_running)
+  affinity_prefer(job, prefer, prefer_wait_ms, worker_wake_prefix, wake_backlog)
 else
   arq_enqueue(arq_job, arq_result, queue, arq_id, payload, expires_ms, score)
 end
