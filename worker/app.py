@@ -23,11 +23,9 @@ import asyncio
 import os
 import socket
 import time
-from contextlib import suppress
 from typing import Any
 
 import structlog
-from redis.exceptions import RedisError
 
 from toolq.store import affinity, keys
 from toolq.store.arq_link import StalledPickups, WakeableWorker, make_worker
@@ -41,6 +39,7 @@ from worker.generation import Engine
 from worker.heartbeat import deregister, heartbeat
 from worker.held import HeldConversations, engine_holdings
 from worker.jobrun import run_job
+from worker.load import report_load
 from worker.settings import WorkerSettings
 from worker.sources.registry import RegistrySource
 from worker.sources.services import ServiceSource
@@ -141,13 +140,13 @@ def create_worker(
 
     async def run(job_id: str, attempt: int) -> str:
         state: WorkerState = holder["state"]
-        holder["active"] = holder.get("active", 0) + 1
+        state.active += 1
         try:
-            await _load(state, holder["active"])
+            await report_load(state)
             return await run_job(state, job_id, attempt)
         finally:
-            holder["active"] -= 1
-            await _load(state, holder["active"])
+            state.active -= 1
+            await report_load(state)
 
     async def feed(free: int) -> float | None:
         fair = holder.get("fair")
@@ -179,9 +178,3 @@ def create_worker(
         feed=feed,
         claim=claim,
     )
-
-
-async def _load(state: WorkerState, active: int) -> None:
-    """This worker's jobs running, for dispatch.lua's 'full' (best effort: the heartbeat's entry is the fallback)."""
-    with suppress(RedisError):
-        await affinity.report_load(state.store.redis, state.model, state.worker_id, active, state.max_jobs)

@@ -33,6 +33,7 @@ from worker.cancel import watch_cancel
 from worker.conversation import LoopOutcome, LoopState
 from worker.endings import Cancelled, Ending, Failed, Finished, HandedBack, Paused, StopCause, classify
 from worker.events import EventLog
+from worker.load import report_load
 from worker.state import RunningJob, WorkerState
 
 log = structlog.get_logger("toolq.worker")
@@ -95,6 +96,7 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
             running.why_stopped = StopCause.budget_exceeded  # its last round crossed the cap before the watcher looked
         ending = classify(running.why_stopped, outcome, error, on_client_tool=request.on_client_tool)
         timings = _Timings(queue_ms, started_ms)
+        await report_load(state, finishing=1)  # free before its ending is out (worker/load.py)
         result = await _carry_out(ending, state, request, running, events, timings)
     finally:
         watcher.cancel()

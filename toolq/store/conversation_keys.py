@@ -11,7 +11,7 @@ Key ``i`` (1-based) covers the model, the tools offered and messages ``1..i``, c
 ``k_0 = H(model, tools)``, ``k_i = H(k_{i-1}, canonical(message_i))``. The canonical form keeps
 what the prompt is rendered from and drops what a caller may legitimately respell when it sends
 a transcript back: ids (tool-call ids, a tool message's ``tool_call_id`` and ``name``), a tool
-call's argument JSON spacing and key order, and surrounding whitespace of a text.
+call's argument JSON spacing and key order (the protocol parses arguments into an object), and surrounding whitespace of a text.
 """
 
 from __future__ import annotations
@@ -27,11 +27,8 @@ KEY_CHARS = 16  # 64 bits of sha256: collisions only cost a missed cache, never 
 MAX_BOUNDARIES = 64  # a request is matched on its last 64 boundaries; a transcript records as many
 
 
-def _arguments(text: str) -> str:
-    try:
-        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except ValueError:
-        return text.strip()
+def _arguments(arguments: dict[str, Any]) -> str:
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def canonical(message: Message) -> str:
