@@ -24,6 +24,9 @@ own parts, and arq's health check writes ``keys.health(worker_id)``. Where it ca
   job joins arq's queue only when toolq/store/lua/dispatch.lua chooses it: arq never looks at a
   job key that is not on its queue, and enqueueing later is the same ``ZADD`` enqueue_job does.
   ``WakeableWorker``'s ``feed`` hook asks for those jobs before each look at the queue.
+- Affinity (toolq/store/affinity.py): ``WakeableWorker`` overrides ``start_jobs``, the step that
+  starts the ids arq read from the queue, to pass them through its ``claim`` hook first, which
+  skips a job another worker dispatched for itself a moment ago and puts this worker's own first.
 - arq offers no way to wake its poll loop, which sleeps ``poll_delay`` (0.5 s by default) between
   looks at the queue: ``WakeableWorker`` overrides the private ``_poll_iteration`` to block on the
   model's wake list instead, which every enqueue pushes to.
