@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -35,10 +36,9 @@ import openai
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gateway.settings import GatewaySettings  # noqa: E402
-from tests.integration.gateway_support import LiveGateway  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.workers import WorkerProcess  # noqa: E402
+from toolq.local import free_port  # noqa: E402
 
 WEATHER = {
     "type": "function",
@@ -53,6 +53,31 @@ SYSTEM = (
     "You are a travel assistant. You answer briefly and use the weather tool whenever the user asks "
     "about the weather in a place. Conversation {n}."
 )
+
+
+class Gateway:
+    """`toolq gateway` in a process of its own, with its affinity wait."""
+
+    def __init__(self, redis_url: str, wait_ms: int):
+        self.url = f"http://127.0.0.1:{(port := free_port())}"
+        env = {**os.environ, "TOOLQ_LOG_LEVEL": "warning", "TOOLQ_REGISTRY_CACHE_S": "0"}
+        env.pop("TOOLQ_API_KEYS", None)
+        env["TOOLQ_AFFINITY_WAIT_MS"] = str(wait_ms)
+        cmd = [sys.executable, "-m", "toolq", "gateway", "--port", str(port), "--redis", redis_url]
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("the gateway did not become ready")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(20)
 
 
 def conversation(client: openai.OpenAI, model: str, n: int, city: str) -> list[dict[str, Any]]:
@@ -84,7 +109,7 @@ def follow_up(client: openai.OpenAI, model: str, messages: list[dict[str, Any]])
     return u.prompt_tokens, u.prompt_tokens_details.cached_tokens
 
 
-def run_mode(gw: LiveGateway, model: str, base: int, n: int) -> tuple[int, int, float]:
+def run_mode(gw: Gateway, model: str, base: int, n: int) -> tuple[int, int, float]:
     client = openai.OpenAI(base_url=gw.url + "/v1", api_key="none", max_retries=0, timeout=900)
     t0 = time.monotonic()
     with ThreadPoolExecutor(n) as pool:
@@ -93,7 +118,7 @@ def run_mode(gw: LiveGateway, model: str, base: int, n: int) -> tuple[int, int, 
     return sum(p for p, _ in usage), sum(c for _, c in usage), time.monotonic() - t0
 
 
-def placements(gw: LiveGateway, model: str) -> dict[str, int]:
+def placements(gw: Gateway, model: str) -> dict[str, int]:
     data = httpx.get(gw.url + "/v1/models").json()["data"]
     return next(m for m in data if m["id"] == model)["placements"]
 
@@ -110,14 +135,12 @@ def main() -> int:
     server.start()
     url = server.url + "/0"
     workers = [WorkerProcess(url, tools=(), extra=("--slots", str(args.slots))) for _ in range(2)]
-    gateways: dict[str, LiveGateway] = {}
+    gateways: dict[str, Gateway] = {}
     try:
         for w in workers:
             w.wait_ready(300)
         for mode, wait in (("off", 0), ("on", args.wait_ms)):
-            gateways[mode] = LiveGateway(
-                GatewaySettings(redis_url=url, registry_cache_s=0, affinity_wait_ms=wait, log_level="warning")
-            ).start()
+            gateways[mode] = Gateway(url, wait)
         model = httpx.get(gateways["on"].url + "/v1/models").json()["data"][0]["id"]
         totals = {m: [0, 0, 0.0] for m in gateways}
         base = 0

@@ -11,7 +11,8 @@ Key ``i`` (1-based) covers the model, the tools offered and messages ``1..i``, c
 ``k_0 = H(model, tools)``, ``k_i = H(k_{i-1}, canonical(message_i))``. The canonical form keeps
 what the prompt is rendered from and drops what a caller may legitimately respell when it sends
 a transcript back: ids (tool-call ids, a tool message's ``tool_call_id`` and ``name``), a tool
-call's argument JSON spacing and key order (the protocol parses arguments into an object), and surrounding whitespace of a text.
+call's argument JSON spacing and key order (the protocol parses arguments into an object), and
+surrounding whitespace of a text.
 """
 
 from __future__ import annotations
