@@ -134,7 +134,9 @@ def main() -> int:
     server = RedisServer()
     server.start()
     url = server.url + "/0"
-    workers = [WorkerProcess(url, tools=(), extra=("--slots", str(args.slots))) for _ in range(2)]
+    # a loaded machine decodes slowly: the default job timeout would end turns that are only slow
+    env = {"TOOLQ_JOB_TIMEOUT_S": "3000"}
+    workers = [WorkerProcess(url, tools=(), extra=("--slots", str(args.slots)), env=env) for _ in range(2)]
     gateways: dict[str, Gateway] = {}
     try:
         for w in workers:

@@ -67,7 +67,21 @@ def test_service_commands_register_without_importing_the_services():
     assert done.returncode == 0, done.stderr
     commands, heavy = done.stdout.splitlines()
     assert commands == str(
-        sorted(["demo", "events", "gateway", "parse", "render", "submit", "threads", "tools", "webhooks", "worker"])
+        sorted(
+            [
+                "demo",
+                "events",
+                "gateway",
+                "parse",
+                "render",
+                "submit",
+                "threads",
+                "tools",
+                "webhooks",
+                "worker",
+                "workers",
+            ]
+        )
     )
     assert heavy == "[]"
 
