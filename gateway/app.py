@@ -59,7 +59,9 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         warn_if_open(settings)
-        store = JobStore(connect(settings.redis_url), fair=settings.fair_share)
+        store = JobStore(
+            connect(settings.redis_url), fair=settings.fair_share, affinity_wait_ms=settings.affinity_wait_ms
+        )
         metrics = GatewayMetrics()
 
         def on_refresh(fleet: Fleet) -> None:

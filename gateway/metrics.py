@@ -126,6 +126,20 @@ class GatewayMetrics:
             ["tenant"],
             registry=r,
         )
+        # Affinity (toolq/store/affinity.py): read from Redis and the registry at scrape time.
+        self.affinity = Gauge(
+            "toolq_affinity_dispatches",
+            "Jobs offered first to the worker holding their conversation, by how they were placed "
+            "(affinity, fallback_wait, fallback_gone, fallback_full; a counter kept in Redis)",
+            ["model", "placed"],
+            registry=r,
+        )
+        self.cache_conversations = Gauge(
+            "toolq_worker_cache_conversations", "Conversations a worker holds", ["model", "worker"], registry=r
+        )
+        self.cache_bytes = Gauge(
+            "toolq_worker_cache_bytes", "Saved state a worker holds per tier", ["model", "worker", "tier"], registry=r
+        )
         self.refusals = Counter(
             "toolq_tenant_refusals",
             "Submissions answered 429, by reason (queue_full, tokens_per_minute, tokens_per_day); this replica's",
@@ -231,6 +245,14 @@ class GatewayMetrics:
             self.batch_size.labels(view.id).set(sum(w.batch_size for w in workers) / len(workers) if workers else 0)
             self.prefill_tps.labels(view.id).set(sum(w.prefill_tps for w in workers))
             self.decode_tps.labels(view.id).set(sum(w.decode_tps for w in workers))
+            for placed, n in view.placements.items():
+                self.affinity.labels(view.id, placed).set(n)
+        self.cache_conversations.clear()  # a worker that is gone drops out
+        self.cache_bytes.clear()
+        for w in fleet.workers:
+            self.cache_conversations.labels(w.model, w.id).set(w.cache_conversations)
+            for tier, n in w.cache_bytes.items():
+                self.cache_bytes.labels(w.model, w.id, tier).set(n)
         await self._tenant_figures(redis, sorted(self._models_seen))
         return generate_latest(self.registry)
 

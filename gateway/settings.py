@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from toolq.settings import DEFAULT_REDIS_URL
+from toolq.store import affinity
 from toolq.tenants import TenantPolicy, parse_tenants
 
 DEFAULT_PORT = 8000
@@ -42,6 +43,9 @@ class GatewaySettings(BaseSettings):
     tenants: Annotated[dict[str, TenantPolicy], NoDecode] = Field(default_factory=dict)
     # Fair share between tenants (toolq/store/fair.py); off: one first-in first-out queue per model.
     fair_share: bool = True
+    # Affinity (toolq/store/affinity.py): how long a job that continues a conversation is left to
+    # the worker holding it before any worker may take it; 0 turns affinity off. Needs fair share.
+    affinity_wait_ms: int = Field(default=affinity.DEFAULT_WAIT_MS, ge=0, le=affinity.MAX_WAIT_MS)
 
     # The dashboard (gateway/ui/). Operator keys sign in there and see every tenant's jobs; they
     # are not API keys ("k1,k2" or a JSON list). The secret signs the dashboard's session cookie:

@@ -3,7 +3,8 @@ and waiting for its end while the caller is still there.
 
 One path (``enqueue``): the operator's caps, the model and tools against the live workers, then
 ``JobStore.submit`` with the tenant, the idempotency key and the queue limit, so every front door
-shares one queue, one fairness and one 429.
+shares one queue, one fairness and one 429; and the worker the job is offered to first, the one
+holding the longest prefix of its messages (affinity, toolq/store/affinity.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from gateway.state import GatewayState
 from gateway.webhook_target import settle_webhook
 from toolq.errors import QueueFull, ToolqError
 from toolq.protocol import Event, JobRequest
+from toolq.store.affinity import preferred_worker
+from toolq.store.conversation_keys import request_keys
 from toolq.store.jobstore import NotSubmitted, QueueAtLimit
 from toolq.tenants import policy_of
 from toolq.tracing import current_carrier, entry_kind, genai, span
@@ -75,6 +78,7 @@ async def _enqueue(state: GatewayState, request: JobRequest, tenant: str, idempo
             policy=policy_of(state.settings.tenants, tenant),
             traceparent=trace.traceparent if trace else None,
             tracestate=trace.tracestate if trace else None,
+            prefer=await _holder(state, request, model),
         )
     except QueueAtLimit as e:
         state.metrics.refused(tenant, "queue_full")
@@ -83,6 +87,17 @@ async def _enqueue(state: GatewayState, request: JobRequest, tenant: str, idempo
         assert refusal is not None
         raise refusal from None
     return Submitted(job_id, model, created)
+
+
+async def _holder(state: GatewayState, request: JobRequest, model: str | None) -> str | None:
+    """The live worker of the model that holds the longest prefix of the job's conversation, to
+    offer the job to first (toolq/store/affinity.py); None when affinity is off or none does."""
+    if model is None or not state.store.affinity_wait_ms:
+        return None
+    workers = [w.id for w in (await state.fleet.get()).workers_of(model)]
+    if len(workers) < 2:
+        return None  # one worker gets every job anyway
+    return await preferred_worker(state.store.redis, workers, request_keys(model, request))
 
 
 async def submit(state: GatewayState, request: JobRequest, tenant: str) -> tuple[str, str]:

@@ -112,6 +112,18 @@ class ToolsView(BaseModel):
     tools: list[ToolSpec]
 
 
+class WorkerCache(BaseModel):
+    """One worker's cache as the fleet sees it (toolq/store/affinity.py)."""
+
+    worker: str
+    conversations: int = Field(0, description="conversations it holds and tells the fleet, for affinity")
+    bytes: dict[str, int] = Field(
+        default_factory=dict, description="bytes of saved state per cache tier, where its engine reports them"
+    )
+    slots: int = 0
+    busy: int = Field(0, description="jobs it runs now")
+
+
 class ModelView(BaseModel):
     """A served model: OpenAI's Model object (``id``, ``object``, ``created``, ``owned_by``), with
     toolq's view of the fleet as extra keys."""
@@ -128,6 +140,12 @@ class ModelView(BaseModel):
     slots_busy: int = Field(0, description="of those, how many are generating now")
     format: str = Field(
         "", description="the tool-call format its workers parse (several, comma-separated, while they differ)"
+    )
+    caches: list[WorkerCache] = Field(default_factory=list, description="each live worker's cache, by worker id")
+    placements: dict[str, int] = Field(
+        default_factory=dict,
+        description="jobs offered first to the worker holding their conversation, by how they were placed so far: "
+        "affinity (that worker), fallback_wait, fallback_gone, fallback_full (another worker, and why)",
     )
 
 

@@ -4,7 +4,10 @@ The queue is arq's (toolq/store/arq_link.py holds everything that knows arq); th
 worker's parts to it:
 - pickup: enqueuers push a wake token; an idle worker blocks on it instead of sleeping a poll,
   and before each look at the queue asks for the fairly chosen jobs due next, one per free slot
-  (toolq/store/fair.py);
+  (toolq/store/fair.py), naming itself so that jobs offered to it first come to it and jobs
+  offered to another worker wait for that one a moment (toolq/store/affinity.py);
+- affinity: the worker tells the fleet which conversations it holds (worker/held.py) and its
+  load as each job starts and ends;
 - one attempt of a job (worker/jobrun.py), stopped between tokens by its cancel key
   (worker/cancel.py) or its deadline;
 - leases (worker/heartbeat.py, toolq/store/leases.py): a running job's lease is renewed every
@@ -24,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from toolq.store import keys
+from toolq.store import affinity, keys
 from toolq.store.arq_link import StalledPickups, WakeableWorker, make_worker
 from toolq.store.fair import FairQueue
 from toolq.store.jobstore import JobStore
@@ -34,7 +37,9 @@ from worker.conversation import ConversationLoop
 from worker.formats.choice import choose_format
 from worker.generation import Engine
 from worker.heartbeat import deregister, heartbeat
+from worker.held import HeldConversations, engine_holdings
 from worker.jobrun import run_job
+from worker.load import report_load
 from worker.settings import WorkerSettings
 from worker.sources.registry import RegistrySource
 from worker.sources.services import ServiceSource
@@ -104,10 +109,13 @@ def create_worker(
             model=model,
             worker_id=worker_id,
             max_jobs=max_jobs,
+            held=HeldConversations(engine_holdings(engine.stats()).capacity),
         )
         holder["state"] = state
         if settings.fair_share:
             holder["fair"] = FairQueue(redis)
+        holder["claim"] = affinity.Claimable(redis, worker_id)
+        await affinity.report_load(redis, model, worker_id, 0, max_jobs)
         state.background.append(asyncio.create_task(heartbeat(state)))
         state.background.append(asyncio.create_task(services.keep_fresh()))
         log.info(
@@ -132,12 +140,28 @@ def create_worker(
         await deregister(state)
 
     async def run(job_id: str, attempt: int) -> str:
-        return await run_job(holder["state"], job_id, attempt)
+        state: WorkerState = holder["state"]
+        state.active += 1
+        try:
+            await report_load(state)
+            return await run_job(state, job_id, attempt)
+        finally:
+            state.active -= 1
+            await report_load(state)
 
-    async def feed(free: int) -> None:
+    async def feed(free: int) -> float | None:
         fair = holder.get("fair")
-        if fair is not None:
-            await fair.dispatch(model, free)
+        if fair is None:
+            return None
+        done = await fair.dispatch_for(model, free, worker=worker_id)
+        if not done.held_until_ms:
+            return None
+        # a job left to another worker: look again when its wait ends (Redis's clock; a few ms of skew)
+        return max(0.0, done.held_until_ms / 1000 - time.time()) + 0.005
+
+    async def claim(arq_ids: list[bytes]) -> list[bytes]:
+        claimable = holder.get("claim")
+        return arq_ids if claimable is None else await claimable(arq_ids)
 
     return make_worker(
         model=model,
@@ -153,4 +177,5 @@ def create_worker(
         shutdown_grace_s=settings.shutdown_grace_s,
         handle_signals=handle_signals,
         feed=feed,
+        claim=claim,
     )

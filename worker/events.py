@@ -56,6 +56,7 @@ class EventLog:
             status=JobStatus.running,
             lease_ms=self.lease_ms,
             durable=True,
+            worker=worker_id,
         )
 
     async def tool_call(

@@ -13,9 +13,10 @@ import structlog
 from redis.exceptions import RedisError
 
 from toolq.protocol import now_ms
-from toolq.store import arq_link, fleet, pauses
+from toolq.store import affinity, arq_link, fleet, pauses
 from toolq.store.fleet import WorkerInfo
 from worker.endings import StopCause
+from worker.held import engine_holdings
 from worker.state import WorkerState
 
 log = structlog.get_logger("toolq.worker")
@@ -30,7 +31,7 @@ async def heartbeat(state: WorkerState) -> None:
     """Beat every ``heartbeat_ms`` until cancelled; a failed beat is logged and retried."""
     s = state.settings
     every = s.heartbeat_ms / 1000
-    ttl_ms = max(3 * s.heartbeat_ms, 3000)
+    ttl_ms = state.registry_ttl_ms
     tools = tuple(state.loop.tools.local_specs())
     limit = max(2 * s.lease_ms / 1000, 2.0)
     while True:
@@ -50,6 +51,8 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
     s, redis = state.settings, state.store.redis
     stats = state.engine.stats()
     rates = state.engine_watch.update(stats, time.monotonic())
+    holdings = engine_holdings(stats)
+    state.held.resize(holdings.capacity)
     await fleet.register(
         redis,
         WorkerInfo(
@@ -72,9 +75,12 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
             cached_tokens=stats.cached_tokens,
             format=state.loop.fmt.name,
             template=state.loop.template.name,
+            cache_conversations=len(state.held),
+            cache_bytes=holdings.tier_bytes,
         ),
         ttl_ms,
     )
+    await state.held.publish(redis, state.worker_id, ttl_ms)
     for running in list(state.running.values()):
         if running.task.done():
             continue
@@ -83,7 +89,8 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
             running.interrupt(StopCause.superseded)
     state.beats += 1
     if state.beats % PRUNE_EVERY == 1:
-        await fleet.read_fleet(redis, prune=True)  # reading drops members whose hash expired
+        live = await fleet.read_fleet(redis, prune=True)  # reading drops members whose hash expired
+        await affinity.prune_load(redis, state.model, {w.id for w in live.workers})
     for job_id, attempt in await state.leases.claim_expired(state.model, grace_ms=s.lease_ms * 3):
         log.warning("resuming job of a lost worker", job_id=job_id, attempt=attempt)
         await arq_link.enqueue_attempt(redis, job_id, state.model, attempt)
@@ -102,3 +109,4 @@ async def deregister(state: WorkerState) -> None:
     """Leave the fleet on a clean stop (best effort: an entry left behind expires anyway)."""
     with suppress(RedisError):
         await fleet.deregister(state.store.redis, state.worker_id)
+        await affinity.forget_worker(state.store.redis, state.model, state.worker_id)

@@ -27,6 +27,7 @@ from toolq.protocol import (
     Usage,
     now_ms,
 )
+from toolq.store.conversation_keys import transcript_keys
 from toolq.store.durability import NotReplicated
 from toolq.store.jobstore import JobEnded, JobNotFound
 from toolq.store.records import JobRecord
@@ -36,6 +37,7 @@ from worker.cancel import watch_cancel
 from worker.conversation import LoopOutcome, LoopState
 from worker.endings import Cancelled, Ending, Failed, Finished, HandedBack, Paused, StopCause, classify
 from worker.events import EventLog
+from worker.load import report_load
 from worker.state import RunningJob, WorkerState
 
 log = structlog.get_logger("toolq.worker")
@@ -114,6 +116,7 @@ async def _attempt(state: WorkerState, rec: JobRecord, events: EventLog, started
             running.why_stopped = StopCause.budget_exceeded  # its last round crossed the cap before the watcher looked
         ending = classify(running.why_stopped, outcome, error, on_client_tool=request.on_client_tool)
         timings = _Timings(queue_ms, started_ms)
+        await report_load(state, finishing=1)  # free before its ending is out (worker/load.py)
         result = await _carry_out(ending, state, request, running, events, timings)
     finally:
         watcher.cancel()
@@ -162,6 +165,8 @@ async def _carry_out(
         log.info("job handed back", reason=ending.cause.value)
         return ending.cause.value
     try:
+        if isinstance(ending, Paused | Finished):
+            await _hold(state, request, ending.outcome.state)
         if isinstance(ending, Paused):
             return await _pause(state, request, running, ending.outcome)
         if isinstance(ending, Finished):
@@ -215,6 +220,14 @@ async def _carry_out(
     except JobEnded as e:
         log.info("job ended elsewhere", reason=e.reason)
         return "ended"
+
+
+async def _hold(state: WorkerState, request: JobRequest, ls: LoopState) -> None:
+    """Tell the fleet this worker holds the transcript it just ran (toolq/store/affinity.py),
+    before the job's ending is published, so the caller's next request can find it."""
+    state.held.record(transcript_keys(state.model, request, ls.messages))
+    with suppress(RedisError):
+        await state.held.publish(state.store.redis, state.worker_id, state.registry_ttl_ms)
 
 
 def _error_data(ending: Failed, running: RunningJob) -> ErrorData:

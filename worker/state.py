@@ -14,6 +14,7 @@ from toolq.tools import ToolRegistry
 from worker.conversation import ConversationLoop
 from worker.endings import StopCause
 from worker.generation import Engine
+from worker.held import HeldConversations
 from worker.metrics import EngineWatch
 from worker.settings import WorkerSettings
 
@@ -52,8 +53,15 @@ class WorkerState:
     worker_id: str
     max_jobs: int
     running: dict[str, RunningJob] = field(default_factory=dict)
+    active: int = 0  # attempts the queue handed over and not yet returned (worker/load.py)
     jobs_done: int = 0
     beats: int = 0
     background: list[asyncio.Task] = field(default_factory=list)
     engine_watch: EngineWatch = field(default_factory=EngineWatch)
     pickups: StalledPickups | None = None  # set at startup, with the Redis client
+    held: HeldConversations = field(default_factory=lambda: HeldConversations(1))  # sized at startup
+
+    @property
+    def registry_ttl_ms(self) -> int:
+        """How long its registry entry and held set live without a heartbeat."""
+        return max(3 * self.settings.heartbeat_ms, 3000)

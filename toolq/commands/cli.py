@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     from toolq.commands.threads import register as register_threads
 
     register_threads(sub)
+    from toolq.commands.workers import register as register_workers
+
+    register_workers(sub)
 
     s = sub.add_parser("submit", help="submit a prompt and follow the job")
     s.add_argument("prompt")

@@ -28,6 +28,9 @@ own parts, and arq's health check writes ``keys.health(worker_id)``. Where it ca
   in-progress key, EXISTS, ZSCORE, MULTI PSETEX EXEC) and an UNWATCH: ``WakeableWorker`` takes the
   whole batch with one script (toolq/store/lua/arq_start.lua) that checks and sets the same key,
   then starts arq's own ``run_job`` for each, as arq does.
+- Affinity (toolq/store/affinity.py): ``WakeableWorker`` overrides ``start_jobs``, the step that
+  starts the ids arq read from the queue, to pass them through its ``claim`` hook first, which
+  skips a job another worker dispatched for itself a moment ago and puts this worker's own first.
 - arq offers no way to wake its poll loop, which sleeps ``poll_delay`` (0.5 s by default) between
   looks at the queue: ``WakeableWorker`` overrides the private ``_poll_iteration`` to block on the
   model's wake list instead, which every enqueue pushes to.
@@ -163,20 +166,37 @@ class StalledPickups:
 # ---------------------------------------------------------------------- the worker
 
 JobHandler = Callable[[str, int], Awaitable[str]]
-Feeder = Callable[[int], Awaitable[None]]  # given the free slots, puts fairly chosen jobs on the queue
+# Given the free slots, puts fairly chosen jobs on the queue; may return the seconds until it
+# should be asked again (a job left to another worker stops waiting for it then).
+Feeder = Callable[[int], Awaitable[float | None]]
+# Given the arq ids read from the queue, those this worker may start, in order (affinity's
+# reservation: toolq/store/affinity.py).
+Claimer = Callable[[list[bytes]], Awaitable[list[bytes]]]
 
 
 class WakeableWorker(Worker):
     """arq's Worker, woken by enqueuers instead of sleeping a poll, and riding out Redis outages.
 
-    ``wake_key`` None polls as plain arq does (the benchmarks compare the two). ``feed``, given
-    the free slots, puts the jobs due next on the queue before each look at it (fair share).
+    ``wake_key`` None polls as plain arq does (the benchmarks compare the two); ``own_wake_key``
+    is this worker's own list, pushed when a job is offered to it first. ``feed``, given the free
+    slots, puts the jobs due next on the queue before each look at it (fair share); ``claim``
+    filters what arq read from the queue before it starts anything (affinity).
     """
 
-    def __init__(self, *args: Any, wake_key: str | None = None, feed: Feeder | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        wake_key: str | None = None,
+        own_wake_key: str | None = None,
+        feed: Feeder | None = None,
+        claim: Claimer | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         self.wake_key = wake_key
+        self.own_wake_key = own_wake_key
         self.feed = feed
+        self.claim = claim
         self._start: Script | None = None  # toolq/store/lua/arq_start.lua, registered on first use
         self._taken = 0  # jobs start_jobs took in this look at the queue
         self._woken = False  # this look was woken by a wake token (BLPOP)
@@ -184,6 +204,8 @@ class WakeableWorker(Worker):
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs in one round trip: take the jobs no worker has in progress (the same
         check and in-progress mark, toolq/store/lua/arq_start.lua), then run each with arq's run_job."""
+        if self.claim is not None and job_ids:
+            job_ids = await self.claim(list(job_ids))  # affinity first (toolq/store/affinity.py)
         free = self.max_jobs - self.job_counter
         if free <= 0 or not job_ids:
             return
@@ -213,9 +235,10 @@ class WakeableWorker(Worker):
         deadline = loop.time() + self.poll_delay_s
         while True:
             self._taken = 0
+            again: float | None = None
             try:
                 if self.feed is not None and self.allow_pick_jobs and self.job_counter < self.max_jobs:
-                    await self.feed(self.max_jobs - self.job_counter)
+                    again = await self.feed(self.max_jobs - self.job_counter)
                 await super()._poll_iteration()
                 await self._drop_spent_tokens()
             except (RedisError, OSError) as e:
@@ -225,7 +248,7 @@ class WakeableWorker(Worker):
             left = deadline - loop.time()
             if left <= 0 or not self.allow_pick_jobs or self.wake_key is None:
                 return  # plain arq: its poll() sleeps the rest of poll_delay
-            await self._wait_for_work(left)
+            await self._wait_for_work(left if again is None else max(0.001, min(left, again)))
 
     async def _drop_spent_tokens(self) -> None:
         """Every enqueue pushes one wake token, so a look that took n jobs leaves behind the
@@ -245,7 +268,8 @@ class WakeableWorker(Worker):
             try:
                 # redis-py types each command for both clients (a result or an awaitable); BLPOP takes
                 # fractional seconds since Redis 6, though redis-py types the timeout as an int.
-                woken = self.pool.blpop([self.wake_key], timeout=timeout)  # type: ignore[arg-type]
+                lists = [self.own_wake_key, self.wake_key] if self.own_wake_key else [self.wake_key]
+                woken = self.pool.blpop(lists, timeout=timeout)  # type: ignore[arg-type]
                 self._woken = await cast("Awaitable[list[bytes] | None]", woken) is not None
             except (RedisError, OSError):
                 await asyncio.sleep(timeout)
@@ -272,6 +296,7 @@ def make_worker(
     shutdown_grace_s: float,
     handle_signals: bool = True,
     feed: Feeder | None = None,
+    claim: Claimer | None = None,
 ) -> WakeableWorker:
     """An arq worker for the model's queue that runs ``run(job id, attempt)`` for each job.
 
@@ -309,7 +334,9 @@ def make_worker(
         job_deserializer=unpack,
         log_results=False,
         wake_key=keys.wake(model) if wake else None,
+        own_wake_key=keys.worker_wake(model, worker_id) if wake else None,
         feed=feed,
+        claim=claim,
     )
     worker.ctx["worker_id"] = worker_id
     return worker

@@ -39,6 +39,11 @@ A resumed attempt (answer.lua) and a thread's run when its turn on the thread co
 (thread_turns.lua) wait for a fair turn the same way; an attempt claimed from a lost worker
 (claim.lua) goes straight back onto arq's queue, since it already had its turn and still counts
 in its tenant's running set.
+
+**Affinity** (toolq/store/affinity.py) works inside a tenant's turn, never across turns: the
+asking worker names itself, and a waiting job offered first to another live worker with a free
+slot is left to that worker until its wait ends, while the tenant's turn goes to its next job
+(dispatch.lua says how). Every start, whoever makes it, advances its tenant's pass by one.
 """
 
 from __future__ import annotations
@@ -56,6 +61,16 @@ class Dispatched:
     tenant: str
     attempt: int
     queued: bool  # False: its stored arq job had expired; the caller enqueues it with arq
+    placed: str = ""  # a job with a preferred worker: affinity, fallback_wait, fallback_gone, fallback_full
+
+
+@dataclass(frozen=True)
+class Round:
+    """One call of dispatch.lua: the jobs chosen, and when a job left to another worker stops
+    waiting for it (unix ms on Redis's clock; 0 none), so the asking worker looks again by then."""
+
+    chosen: list[Dispatched]
+    held_until_ms: int = 0
 
 
 class FairQueue:
@@ -65,8 +80,13 @@ class FairQueue:
 
     async def dispatch(self, model: str, want: int) -> list[Dispatched]:
         """Choose up to ``want`` jobs of the model fairly and put them on its arq queue."""
+        return (await self.dispatch_for(model, want, worker="")).chosen
+
+    async def dispatch_for(self, model: str, want: int, *, worker: str) -> Round:
+        """``dispatch`` for one asking worker (its id; '' none): jobs offered first to it come
+        to it, jobs offered to another live worker wait for that worker (toolq/store/affinity.py)."""
         if want <= 0:
-            return []
+            return Round([])
         flat = await self._dispatch(
             tenants=keys.fair_tenants(model),
             passes=keys.fair_passes(model),
@@ -80,16 +100,25 @@ class FairQueue:
             running_prefix=keys.RUNNING_PREFIX,
             job_prefix=keys.JOB_PREFIX,
             want=want,
+            load=keys.worker_load(model),
+            counts=keys.affinity_counts(model),
+            asking=worker,
+            worker_prefix=keys.WORKER_PREFIX,
+            worker_wake_prefix=keys.worker_wake(model, ""),
+            wake_backlog=arq_link.WAKE_BACKLOG,
             **arq_link.stored_job_args(),
         )
+        held_until, flat = int(flat[0]), flat[1:]
         chosen = [
-            Dispatched(flat[i].decode(), flat[i + 1].decode(), int(flat[i + 2]), int(flat[i + 3]) == 1)
-            for i in range(0, len(flat), 4)
+            Dispatched(
+                flat[i].decode(), flat[i + 1].decode(), int(flat[i + 2]), int(flat[i + 3]) == 1, flat[i + 4].decode()
+            )
+            for i in range(0, len(flat), 5)
         ]
         for d in chosen:
             if not d.queued:  # waited past the stored arq job's lifetime: enqueue it afresh
                 await arq_link.enqueue_attempt(self.redis, d.job_id, model, d.attempt)
-        return chosen
+        return Round(chosen, held_until)
 
     async def waiting(self, model: str) -> dict[str, int]:
         """Jobs waiting for a fair turn, per tenant."""

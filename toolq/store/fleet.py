@@ -15,10 +15,10 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, cast, get_args
 
-from toolq.api import ModelView, ToolSpec
+from toolq.api import ModelView, ToolSpec, WorkerCache
 from toolq.errors import Unavailable, UnknownModel, UnknownTool
 from toolq.protocol import JobRequest, Where
-from toolq.store import keys, redis_urls
+from toolq.store import affinity, keys, redis_urls
 from toolq.store.entries import drop_entry, read_entries, tool_specs, write_entry
 from toolq.store.fair import FairQueue
 from toolq.store.services import ServiceFleet, read_services
@@ -49,6 +49,19 @@ class WorkerInfo:
     # The conversation: the tool-call format the worker parses and the chat template it renders.
     format: str = ""
     template: str = ""
+    # Its cache (toolq/store/affinity.py): the conversations it holds, and bytes per tier where
+    # its engine reports them (worker/held.py: engine_holdings).
+    cache_conversations: int = 0
+    cache_bytes: dict[str, int] = field(default_factory=dict)
+
+    def cache_view(self) -> WorkerCache:
+        return WorkerCache(
+            worker=self.id,
+            conversations=self.cache_conversations,
+            bytes=dict(self.cache_bytes),
+            slots=self.slots,
+            busy=self.busy,
+        )
 
     @property
     def tool_names(self) -> frozenset[str]:
@@ -76,6 +89,8 @@ class WorkerInfo:
             "cached_tokens": self.cached_tokens,
             "format": self.format,
             "template": self.template,
+            "cache_conversations": self.cache_conversations,
+            "cache_bytes": json.dumps(self.cache_bytes, sort_keys=True),
         }
 
     @classmethod
@@ -104,8 +119,10 @@ class WorkerInfo:
                 cached_tokens=int(d.get("cached_tokens") or 0),
                 format=d.get("format", ""),
                 template=d.get("template", ""),
+                cache_conversations=int(d.get("cache_conversations") or 0),
+                cache_bytes={str(k): int(v) for k, v in json.loads(d.get("cache_bytes") or "{}").items()},
             )
-        except (KeyError, ValueError, TypeError):
+        except (KeyError, ValueError, TypeError, AttributeError):
             return None
 
 
@@ -164,6 +181,7 @@ class Fleet:
         fair = FairQueue(redis)
         # the jobs waiting for a fair turn are in the queue too (toolq/store/fair.py)
         depths = [d + sum((await fair.waiting(m)).values()) for m, d in zip(models, depths, strict=True)]
+        placed = {m: await affinity.placements(redis, m) for m in models}
         return [
             ModelView(
                 id=m,
@@ -175,6 +193,8 @@ class Fleet:
                 slots_busy=sum(w.slots_busy for w in self.workers_of(m)),
                 created=max((w.heartbeat_ms for w in self.workers_of(m)), default=0) // 1000,
                 format=", ".join(sorted({w.format for w in self.workers_of(m) if w.format})),
+                caches=[w.cache_view() for w in sorted(self.workers_of(m), key=lambda w: w.id)],
+                placements=placed[m],
             )
             for m, d in zip(models, depths, strict=True)
         ]

@@ -44,7 +44,7 @@ from toolq.protocol import (
     new_job_id,
     now_ms,
 )
-from toolq.store import arq_link, deliveries, keys
+from toolq.store import affinity, arq_link, deliveries, keys
 from toolq.store.arq_link import connect
 from toolq.store.durability import Durability
 from toolq.store.job_index import INDEX_KEEP
@@ -157,6 +157,7 @@ class JobStore:
         idempotency_ttl_s: int = 24 * 3600,
         fair: bool = False,
         durability: Durability | None = None,
+        affinity_wait_ms: int = affinity.DEFAULT_WAIT_MS,
     ):
         self.redis = redis  # from toolq.store.arq_link.connect
         self.event_ttl_s = event_ttl_s
@@ -169,6 +170,9 @@ class JobStore:
         self.index_keep = INDEX_KEEP  # jobs each recent-jobs index keeps (toolq/store/job_index.py)
         # which acknowledgements wait for replicas (TOOLQ_REDIS_WAIT_REPLICAS): toolq/store/durability.py
         self.durability = durability or Durability.from_settings()
+        # affinity (toolq/store/affinity.py): how long a job is left to the worker that holds its
+        # conversation before any worker may take it; 0 offers jobs to no worker first
+        self.affinity_wait_ms = affinity_wait_ms if fair else 0
         self._emit = Script(redis, "emit")
         self._job_event = Script(redis, "job_event")
         self._pause = Script(redis, "pause")
@@ -195,6 +199,7 @@ class JobStore:
         policy: TenantPolicy | None = None,
         traceparent: str | None = None,
         tracestate: str | None = None,
+        prefer: str | None = None,
     ) -> tuple[str, bool]:
         """Record, announce (``queued``) and enqueue a job, in one script. Returns (job id, created).
 
@@ -205,7 +210,8 @@ class JobStore:
         is none: a caller whose own checks refused the job asks so whether it is a retry.
         ``policy`` records the tenant's weight and running cap for the fair choice, and the job's
         token cap in its record. ``traceparent`` / ``tracestate``: the trace the job's spans
-        continue (toolq/tracing/carrier.py), kept in its record.
+        continue (toolq/tracing/carrier.py), kept in its record. ``prefer`` names the worker the
+        job is offered to first (toolq/store/affinity.py), for ``affinity_wait_ms``.
         """
         key = idempotency_key or request.idempotency_key
         if model is None and not key:
@@ -248,6 +254,9 @@ class JobStore:
             index_keep=self.index_keep,
             traceparent=traceparent,
             tracestate=tracestate,
+            prefer=prefer,
+            prefer_wait_ms=self.affinity_wait_ms,
+            worker_wake_prefix=keys.worker_wake(model or "", ""),
         )
         if code == -1:
             assert model is not None and max_queue_depth is not None
@@ -290,20 +299,29 @@ class JobStore:
         lease_ms: int | None = None,
         usage: Usage | None = None,
         durable: bool = False,
+        worker: str | None = None,
     ) -> int:
         """Write one event; returns its seq. Raises JobEnded when the write is refused.
         ``usage`` is the job's tokens so far, the worker's own figures: with a terminal event it
         is added to its tenant's usage (toolq/store/usage.py); with a checkpoint, what it adds
         since the last count goes into the tenant's minute and day windows at once.
         ``durable``: return only once the replicas asked for have it (toolq/store/durability.py),
-        confirming for up to the hold time; raises NotReplicated when they never do."""
+        confirming for up to the hold time; raises NotReplicated when they never do.
+        ``worker`` is kept as the record's ``worker`` (the ``started`` event's writer)."""
         terminal = type in TERMINAL_EVENTS
         if terminal and status is None:
             status = _STATUS_OF_TERMINAL[type]
         ts = now_ms()
         head, tail = _event_parts(job_id, type, data, ts)
         seq: int
-        if not terminal and not durable and lease_ms is None and usage is None and type not in deliveries.WEBHOOK_KIND:
+        if (
+            not terminal
+            and not durable
+            and worker is None
+            and lease_ms is None
+            and usage is None
+            and type not in deliveries.WEBHOOK_KIND
+        ):
             # touches only the job's own keys (one hash slot): toolq/store/lua/job_event.lua
             seq = await self._job_event(
                 job=keys.job(job_id),
@@ -352,6 +370,7 @@ class JobStore:
             thread_messages=await ending_messages(self.redis, job_id, type, result) if terminal else None,
             thread_prefix=keys.THREAD_PREFIX,
             job_prefix=keys.JOB_PREFIX,
+            worker=worker,
         )
         seq = int(seq)
         if seq <= 0:
@@ -451,6 +470,8 @@ class JobStore:
                 **arq,
                 **self._fair_keys(model, rec.tenant),
                 fair=self.fair,
+                prefer_wait_ms=self.affinity_wait_ms,
+                worker_wake_prefix=keys.worker_wake(model, ""),
             )
             code, status = int(code), value.decode() if isinstance(value, bytes) else str(value)
             if code == -3:

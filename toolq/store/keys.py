@@ -62,10 +62,11 @@ def idempotency(tenant: str, key: str) -> str:
 
 # The fleet: one hash per live worker, expiring unless its heartbeat refreshes it.
 WORKERS = f"{PREFIX}:workers"  # set of worker ids (members whose key expired are stale)
+WORKER_PREFIX = f"{PREFIX}:worker:"  # dispatch.lua builds a worker's key from it
 
 
 def worker(worker_id: str) -> str:
-    return f"{PREFIX}:worker:{worker_id}"
+    return f"{WORKER_PREFIX}{worker_id}"
 
 
 def health(worker_id: str) -> str:
@@ -146,6 +147,33 @@ TENANT_CAPS = f"{PREFIX}:tenant-caps"
 TENANT_STARTED = f"{PREFIX}:tenant-started"  # hash: tenant -> jobs dispatch.lua handed to a queue
 
 USAGE_PREFIX = f"{PREFIX}:usage:"
+
+# Affinity (toolq/store/affinity.py): which conversations each worker holds, and a job's offer to
+# the worker that holds its prefix before any other (toolq/store/lua/dispatch.lua).
+HELD_PREFIX = f"{PREFIX}:held:"
+
+
+def held(worker_id: str) -> str:
+    """Set: the conversation-prefix keys (toolq/store/conversation_keys.py) a worker holds; it
+    expires with the worker's registry entry and is refreshed by its heartbeat."""
+    return f"{HELD_PREFIX}{worker_id}"
+
+
+def worker_load(model: str) -> str:
+    """Hash: worker id -> "<jobs running> <most jobs>", written as each job starts and ends, so
+    dispatch.lua sees a full worker at once (the registry entry is only as fresh as a heartbeat)."""
+    return f"{PREFIX}:load:{model}"
+
+
+def worker_wake(model: str, worker_id: str) -> str:
+    """List that wakes one worker: pushed when a job is offered to it first."""
+    return f"{PREFIX}:wake:{model}:{worker_id}"
+
+
+def affinity_counts(model: str) -> str:
+    """Hash: how dispatch.lua placed the model's jobs that had a preferred worker -> count
+    (``affinity``, ``fallback_wait``, ``fallback_gone``, ``fallback_full``)."""
+    return f"{PREFIX}:affinity:{model}"
 
 
 def usage_total(tenant: str) -> str:

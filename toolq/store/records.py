@@ -44,6 +44,11 @@ FIELDS = (
     "thread_strategy",
     "traceparent",  # the W3C trace context the job's spans continue (toolq/tracing/carrier.py)
     "tracestate",
+    "worker",  # the worker of the latest started attempt (emit.lua, with `started`)
+    "prefer",  # affinity (toolq/store/affinity.py): the worker the job is offered to first,
+    "prefer_until",  # until when (unix ms, Redis's clock)
+    "placed",  # how dispatch.lua placed it: affinity, fallback_wait, fallback_gone, fallback_full
+    "placed_ms",
 )
 
 # Fields only the thread scripts read: a run's request and arq job held back until its turn
@@ -94,6 +99,11 @@ class JobRecord:
     thread_strategy: str = ""
     traceparent: str = ""  # written by submit.lua when the gateway traces; the worker's spans continue it
     tracestate: str = ""
+    worker: str = ""
+    prefer: str = ""
+    prefer_until_ms: int | None = None
+    placed: str = ""
+    placed_ms: int | None = None
 
     @classmethod
     def from_hash(cls, job_id: str, h: dict[bytes, bytes]) -> JobRecord:
@@ -122,6 +132,11 @@ class JobRecord:
             thread_strategy=d.get("thread_strategy", ""),
             traceparent=d.get("traceparent", ""),
             tracestate=d.get("tracestate", ""),
+            worker=d.get("worker", ""),
+            prefer=d.get("prefer", ""),
+            prefer_until_ms=int(d["prefer_until"]) if d.get("prefer_until") else None,
+            placed=d.get("placed", ""),
+            placed_ms=int(d["placed_ms"]) if d.get("placed_ms") else None,
         )
 
     def to_hash(self) -> dict[str, str]:
@@ -149,6 +164,11 @@ class JobRecord:
             "thread_strategy": self.thread_strategy,
             "traceparent": self.traceparent,
             "tracestate": self.tracestate,
+            "worker": self.worker,
+            "prefer": self.prefer,
+            "prefer_until": "" if self.prefer_until_ms is None else str(self.prefer_until_ms),
+            "placed": self.placed,
+            "placed_ms": "" if self.placed_ms is None else str(self.placed_ms),
         }
         return {k: v for k, v in h.items() if v != ""}
 

@@ -67,7 +67,21 @@ def test_service_commands_register_without_importing_the_services():
     assert done.returncode == 0, done.stderr
     commands, heavy = done.stdout.splitlines()
     assert commands == str(
-        sorted(["demo", "events", "gateway", "parse", "render", "submit", "threads", "tools", "webhooks", "worker"])
+        sorted(
+            [
+                "demo",
+                "events",
+                "gateway",
+                "parse",
+                "render",
+                "submit",
+                "threads",
+                "tools",
+                "webhooks",
+                "worker",
+                "workers",
+            ]
+        )
     )
     assert heavy == "[]"
 
@@ -267,6 +281,13 @@ def test_worker_scripted_without_a_usable_script(script, needle):
         (["--port", "70000"], {}, ["invalid setting", "port"]),
         (["--redis", "notaurl"], {}, ["bad Redis URL 'notaurl'"]),
         ([], {"TOOLQ_API_KEYS": "no-tenant-here"}, ["invalid setting", "api_keys", "key:tenant"]),
+        ([], {"TOOLQ_AFFINITY_WAIT_MS": "-1"}, ["invalid setting", "affinity_wait_ms", "greater than or equal to 0"]),
+        ([], {"TOOLQ_AFFINITY_WAIT_MS": "soon"}, ["invalid setting", "affinity_wait_ms"]),
+        (
+            [],
+            {"TOOLQ_AFFINITY_WAIT_MS": "600000"},
+            ["invalid setting", "affinity_wait_ms", "less than or equal to 60000"],
+        ),
     ],
 )
 def test_gateway_with_a_bad_setting(flags, env, needles):

@@ -67,6 +67,11 @@ def test_a_full_hash_round_trips_and_reads_typed():
         "thread_strategy": "enqueue",
         "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         "tracestate": "vendor=v1",
+        "worker": "w1",
+        "prefer": "w1",
+        "prefer_until": "1300",
+        "placed": "affinity",
+        "placed_ms": "1100",
     }
     assert set(raw) == set(FIELDS)
     rec = JobRecord.from_hash("job_1", _hash(**raw))

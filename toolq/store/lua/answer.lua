@@ -8,8 +8,13 @@
 -- With fair share on (`fair` '1') the resumed attempt waits for its tenant's fair turn, as a
 -- submitted job does (submit.lua), so a tenant's caps and share hold across pauses.
 --
+-- Under fair share the resumed attempt is offered first to the worker that ran the paused one
+-- (the record's `worker`), which may still hold its conversation (affinity_prefer.lua).
+--
+-- include: now.lua
 -- include: arq_enqueue.lua
 -- include: fair_enqueue.lua
+-- include: affinity_prefer.lua
 --
 -- KEYS[1] job             the job record (hash)
 -- KEYS[2] log             the job's event stream
@@ -42,12 +47,14 @@
 -- ARGV[13] score          the arq job's score in the queue
 -- ARGV[14] wake_backlog   how many wake tokens the wake list keeps
 -- ARGV[15] fair           '1': wait for a fair turn; '0': straight onto arq's queue
+-- ARGV[16] prefer_wait_ms how long other workers leave the resumed attempt to the paused one's; '' or 0 none
+-- ARGV[17] worker_wake_prefix  toolq.store.keys.worker_wake(model, '')
 --
 -- Returns {1, ''} recorded (answers still missing), {2, seq} recorded and resumed (seq of the
 -- queued event), {0, status} the job ended, {-2, status} the job is not paused, {-3, ''} no such
 -- job (or another tenant's), {-4, ''} the record changed since it was read.
 
-local h = redis.call('HMGET', job, 'tenant', 'terminal', 'status', 'attempt', 'actions', 'priority')
+local h = redis.call('HMGET', job, 'tenant', 'terminal', 'status', 'attempt', 'actions', 'priority', 'worker')
 if not h[1] or (tenant ~= '' and h[1] ~= tenant) then return {-3, ''} end
 if h[2] == '1' then return {0, h[3]} end
 if h[3] ~= 'requires_action' then return {-2, h[3] or ''} end
@@ -65,6 +72,7 @@ redis.call('PUBLISH', all_channel, ev)
 if fair == '1' then
   arq_store(arq_job, arq_result, arq_id, payload, expires_ms)
   fair_enqueue(tenants, passes, vtime, waiting, seq_key, weights, caps, h[1], job_id, h[6] or '0', '', '')
+  affinity_prefer(job, h[7] or '', prefer_wait_ms, worker_wake_prefix, wake_backlog)
 else
   arq_enqueue(arq_job, arq_result, queue, arq_id, payload, expires_ms, score)
 end

@@ -54,6 +54,8 @@
 -- ARGV[20] thread_messages  a thread run's messages for its thread (thread_end.lua); '' none
 -- ARGV[21] thread_prefix  toolq.store.keys.THREAD_PREFIX
 -- ARGV[22] job_prefix     toolq.store.keys.JOB_PREFIX
+-- ARGV[23] worker         the worker that writes the event, kept as the record's `worker` (the
+--                         `started` event sets it; answer.lua offers a resumed pause to it); '' keeps it
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt,
 -- -2 not in the expected status, -3 no such job.
@@ -79,6 +81,7 @@ end
 local seq, ev = write_event(job, log, job_channel, all_channel, head, tail, attempt, only_if_status, maxlen)
 if seq <= 0 then return seq end
 if status ~= '' then redis.call('HSET', job, 'status', status) end
+if worker ~= '' then redis.call('HSET', job, 'worker', worker) end
 if checkpoint ~= '' then redis.call('HSET', job, 'checkpoint', checkpoint) end
 if terminal ~= '1' and checkpoint ~= '' and (prompt_tokens ~= '' or completion_tokens ~= '') then
   local who = redis.call('HGET', job, 'tenant')

@@ -10,10 +10,16 @@
 -- arq job stored but not queued; toolq/store/lua/dispatch.lua queues it when its turn comes. The
 -- queue depth then counts the waiting jobs of every tenant as well as arq's queue.
 --
+-- With fair share on and a `prefer`red worker (the live worker that holds the longest prefix of
+-- the job's conversation, toolq/store/affinity.py), the job is offered to that worker first
+-- (affinity_prefer.lua); dispatch.lua keeps the others off it for `prefer_wait_ms`.
+--
+-- include: now.lua
 -- include: arq_enqueue.lua
 -- include: fair_keys.lua
 -- include: fair_enqueue.lua
 -- include: job_index.lua
+-- include: affinity_prefer.lua
 --
 -- KEYS[1] job                the new job's record (hash)
 -- KEYS[2] log                the new job's event stream
@@ -59,6 +65,9 @@
 -- ARGV[24] index_keep        how many jobs each recent-jobs index keeps
 -- ARGV[25] traceparent       the W3C trace context the job's spans continue (toolq/tracing); '' none
 -- ARGV[26] tracestate        its tracestate; '' none
+-- ARGV[27] prefer            the worker to offer the job to first; '' none
+-- ARGV[28] prefer_wait_ms    how long the other workers leave it to that worker
+-- ARGV[29] worker_wake_prefix  toolq.store.keys.worker_wake(model, ''): a worker's own wake list
 --
 -- Returns {1, job id} created, {0, job id} the job the key already names, {-1, depth} the queue
 -- is at max_depth, {-2, ''} no model was given and the key names no job.
@@ -92,6 +101,7 @@ redis.call('PUBLISH', all_channel, ev)
 if fair == '1' then
   arq_store(arq_job, arq_result, arq_id, payload, expires_ms)
   fair_enqueue(tenants, passes, vtime, waiting, seq_key, weights, caps, tenant, job_id, priority, weight, max_running)
+  affinity_prefer(job, prefer, prefer_wait_ms, worker_wake_prefix, wake_backlog)
 else
   arq_enqueue(arq_job, arq_result, queue, arq_id, payload, expires_ms, score)
 end

@@ -1,0 +1,184 @@
+"""Affinity in the store, on a real Redis (toolq/store/affinity.py, lua/dispatch.lua, claimable.lua):
+a job offered to a worker is taken by that worker, left alone by the others while it is live,
+has a free slot and its wait runs, and taken by anyone at once when it is gone or full or once
+the wait has passed; the fair share between tenants holds around it; the gateway's matching finds
+the worker holding the longest prefix of a request's messages."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import redis as sync_redis
+
+from tests.integration.gateway_support import register_fake_worker
+from toolq.protocol import FunctionCall, JobRequest, Message, ToolCall
+from toolq.store import affinity, keys
+from toolq.store.conversation_keys import prefix_keys, request_keys, transcript_keys
+from toolq.store.fair import FairQueue
+from toolq.store.jobstore import JobStore
+
+MODEL = "m"
+
+
+def req(text: str = "go", **kw) -> JobRequest:
+    return JobRequest(messages=[Message(role="user", content=text)], tools=[], **kw)
+
+
+async def setup(redis_url: str, wait_ms: int, *workers: str) -> tuple[JobStore, FairQueue]:
+    for w in workers:
+        register_fake_worker(redis_url, MODEL, [], worker_id=w)
+    store = JobStore.from_url(redis_url, fair=True, affinity_wait_ms=wait_ms)
+    for w in workers:
+        await affinity.report_load(store.redis, MODEL, w, 0, 1)
+    return store, FairQueue(store.redis)
+
+
+def test_a_job_offered_to_a_worker_waits_for_it_then_falls_back(redis_url):
+    async def go():
+        store, fair = await setup(redis_url, 400, "wa", "wb")
+        job, _ = await store.submit(req(), model=MODEL, prefer="wa")
+        rec = await store.record(job)
+        assert rec.prefer == "wa" and rec.prefer_until_ms
+        # its worker is woken on its own list
+        assert await store.redis.lrange(keys.worker_wake(MODEL, "wa"), 0, -1)
+        other = await fair.dispatch_for(MODEL, 1, worker="wb")
+        assert other.chosen == [] and other.held_until_ms == rec.prefer_until_ms
+        await asyncio.sleep(0.45)
+        late = await fair.dispatch_for(MODEL, 1, worker="wb")
+        assert [(d.job_id, d.placed) for d in late.chosen] == [(job, "fallback_wait")]
+        assert (await store.record(job)).placed == "fallback_wait"
+        assert (await affinity.placements(store.redis, MODEL))["fallback_wait"] == 1
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_the_preferred_worker_takes_it_and_it_is_reserved_for_it_on_the_queue(redis_url):
+    async def go():
+        store, fair = await setup(redis_url, 5000, "wa", "wb")
+        job, _ = await store.submit(req(), model=MODEL, prefer="wa")
+        mine = await fair.dispatch_for(MODEL, 1, worker="wa")
+        assert [(d.job_id, d.placed) for d in mine.chosen] == [(job, "affinity")]
+        arq_id = f"{job}:1".encode()
+        assert await affinity.Claimable(store.redis, "wb")([arq_id]) == []  # another worker leaves it
+        assert await affinity.Claimable(store.redis, "wa")([b"job_x:1", arq_id]) == [
+            arq_id,
+            b"job_x:1",
+        ]  # its own first
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_a_gone_or_full_worker_gives_its_jobs_up_at_once(redis_url):
+    async def go():
+        store, fair = await setup(redis_url, 60_000, "wa", "wb")
+        gone, _ = await store.submit(req(), model=MODEL, prefer="wz")  # no registry entry
+        got = await fair.dispatch_for(MODEL, 1, worker="wb")
+        assert [(d.job_id, d.placed) for d in got.chosen] == [(gone, "fallback_gone")]
+        await affinity.report_load(store.redis, MODEL, "wa", 1, 1)
+        full, _ = await store.submit(req(), model=MODEL, prefer="wa")
+        got = await fair.dispatch_for(MODEL, 1, worker="wb")
+        assert [(d.job_id, d.placed) for d in got.chosen] == [(full, "fallback_full")]
+        assert await affinity.placements(store.redis, MODEL) == {
+            "affinity": 0,
+            "fallback_wait": 0,
+            "fallback_gone": 1,
+            "fallback_full": 1,
+        }
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_a_held_job_passes_the_turn_to_its_tenants_next_job_and_the_shares_hold(redis_url):
+    async def go():
+        store, fair = await setup(redis_url, 60_000, "wa", "wb")
+        held, _ = await store.submit(req(), model=MODEL, tenant="t1", prefer="wa")
+        free1, _ = await store.submit(req(), model=MODEL, tenant="t1")
+        other, _ = await store.submit(req(), model=MODEL, tenant="t2")
+        free2, _ = await store.submit(req(), model=MODEL, tenant="t1")
+        # wb: t1's turn goes to its next job (not the one left to wa), then t2's turn, then t1's
+        got = await fair.dispatch_for(MODEL, 3, worker="wb")
+        assert [d.job_id for d in got.chosen] == [free1, other, free2]
+        # wa takes its job; t1 keeps the job's place meanwhile
+        got = await fair.dispatch_for(MODEL, 1, worker="wa")
+        assert [(d.job_id, d.placed) for d in got.chosen] == [(held, "affinity")]
+        started = await fair.started()
+        assert started == {"t1": 3, "t2": 1}
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_a_tenant_whose_jobs_all_wait_for_their_worker_does_not_block_the_others(redis_url):
+    async def go():
+        store, fair = await setup(redis_url, 60_000, "wa", "wb")
+        await store.submit(req(), model=MODEL, tenant="t1", prefer="wa")
+        other, _ = await store.submit(req(), model=MODEL, tenant="t2")
+        got = await fair.dispatch_for(MODEL, 2, worker="wb")
+        assert [d.job_id for d in got.chosen] == [other]
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_a_resumed_pause_is_offered_to_the_worker_that_ran_it(redis_url):
+    async def go():
+        store, fair = await setup(redis_url, 60_000, "wa", "wb")
+        job, _ = await store.submit(req(), model=MODEL)
+        got = await fair.dispatch_for(MODEL, 1, worker="wa")
+        assert [d.job_id for d in got.chosen] == [job]
+        from toolq.payloads import StartedData
+        from toolq.protocol import EventType, PendingAction
+
+        await store.emit(
+            job,
+            EventType.started,
+            StartedData(attempt=1, worker="wa", model=MODEL).to_wire(),
+            attempt=1,
+            worker="wa",
+        )
+        pending = [PendingAction(id="c1", name="f", arguments={}, kind="client", where="client")]
+        await store.pause(job, attempt=1, pending=pending, deadline_ms=int(time.time() * 1000) + 60_000, checkpoint={})
+        assert await store.answer_actions(job, [("c1", {"output": "ok"})], "client")
+        rec = await store.record(job)
+        assert (rec.worker, rec.prefer, rec.attempt) == ("wa", "wa", 2)
+        assert (await fair.dispatch_for(MODEL, 1, worker="wb")).chosen == []
+        got = await fair.dispatch_for(MODEL, 1, worker="wa")
+        assert [(d.job_id, d.attempt, d.placed) for d in got.chosen] == [(job, 2, "affinity")]
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_the_worker_holding_the_longest_prefix_is_preferred(redis_url):
+    async def go():
+        r = sync_redis.Redis.from_url(redis_url)
+        first = [Message(role="system", content="be brief"), Message(role="user", content="weather?")]
+        call = ToolCall(id="call_1", function=FunctionCall(name="lookup", arguments='{"q": "x"}'))
+        answered = [*first, Message(role="assistant", tool_calls=[call])]
+        request = JobRequest(messages=first, tools=[])
+        store, _ = await setup(redis_url, 300, "wa", "wb")
+        # wa ran the first turn (up to its call); wb only ever saw the opening system message
+        await affinity.publish_held(store.redis, "wa", transcript_keys(MODEL, request, answered), 10_000)
+        await affinity.publish_held(store.redis, "wb", prefix_keys(MODEL, [], first[:1]), 10_000)
+        # the caller sends it back respelled: a new call id, other JSON spacing, a tool message
+        # with the result
+        respelled = ToolCall(id="call_zz", function=FunctionCall(name="lookup", arguments='{ "q":"x" }'))
+        follow = JobRequest(
+            messages=[
+                *first,
+                Message(role="assistant", content="", tool_calls=[respelled]),
+                Message(role="tool", tool_call_id="call_zz", content="sunny"),
+            ],
+            tools=[],
+        )
+        assert await affinity.preferred_worker(store.redis, ["wb", "wa"], request_keys(MODEL, follow)) == "wa"
+        other_model = request_keys("another", follow)
+        assert await affinity.preferred_worker(store.redis, ["wb", "wa"], other_model) is None
+        assert r.ttl(keys.held("wa")) > 0
+        await store.close()
+
+    asyncio.run(go())
