@@ -405,15 +405,36 @@ class JobStatus(str, Enum):
 FinishReason = Literal["stop", "max_iterations", "length", "cancelled", "timeout", "error", "tool_calls"]
 
 
+class CachedTokens(_Model):
+    """Cached prompt tokens by where the worker found them."""
+
+    slot: int = 0  # the slot that ran the conversation's previous round
+    slot_copy: int = 0  # copied from another slot (a shared system prompt and tools)
+    host: int = 0  # a saved state in the worker's memory
+    disk: int = 0  # a saved state on the worker's disk
+
+    def add(self, other: CachedTokens) -> None:
+        self.slot += other.slot
+        self.slot_copy += other.slot_copy
+        self.host += other.host
+        self.disk += other.disk
+
+
 class Usage(_Model):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
+    # cached_prompt_tokens split by source; absent from workers that do not say (added in version 1)
+    cached_tokens_by_source: CachedTokens | None = None
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cached_prompt_tokens += other.cached_prompt_tokens
+        if other.cached_tokens_by_source is not None:
+            if self.cached_tokens_by_source is None:
+                self.cached_tokens_by_source = CachedTokens()
+            self.cached_tokens_by_source.add(other.cached_tokens_by_source)
 
 
 class Timings(_Model):
