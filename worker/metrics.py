@@ -111,10 +111,12 @@ class EngineWatch:
         DECODE_TPS.set(rates.decode_tps)
         return rates
 
-
     def _cache(self, stats: EngineStats) -> None:
         cache = stats.cache
-        for seen, now_counts, counter in ((self._hits, cache.hits, CACHE_HITS), (self._misses, cache.misses, CACHE_MISSES)):
+        for seen, now_counts, counter in (
+            (self._hits, cache.hits, CACHE_HITS),
+            (self._misses, cache.misses, CACHE_MISSES),
+        ):
             for tier, n in list(now_counts.items()):
                 if n > seen.get(tier, 0):
                     counter.labels(tier).inc(n - seen.get(tier, 0))

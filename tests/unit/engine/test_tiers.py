@@ -121,7 +121,7 @@ def _reopen(identity: Identity, folder: Path) -> TieredStore:
 
 def test_a_restart_finds_the_states_on_disk(identity, tmp_path):
     folder = tmp_path / "kv"
-    path, a = _saved_file(identity, folder)
+    _, a = _saved_file(identity, folder)
     s = _reopen(identity, folder)
     found, shared = s.best(a)
     assert found.tier == "disk" and shared == len(a)
@@ -202,7 +202,7 @@ def test_one_folder_serves_one_worker(identity, tmp_path):
 
 def test_the_disk_tier_alone_checks_the_whole_file_on_read(identity, tmp_path):
     folder = tmp_path / "kv"
-    path, a = _saved_file(identity, folder)
+    path, _ = _saved_file(identity, folder)
     disk = DiskTier(folder, 1 << 20, identity)
     [key] = disk.scan()
     with open(path, "r+b") as f:  # damaged after the scan, before the read

@@ -22,6 +22,6 @@ longest (the cheapest on a tie); a restored state is set into the slot and only 
 prompt is evaluated.
 """
 
-from worker.engine.tiers.store import Found, TierSettings, TieredStore
+from worker.engine.tiers.store import Found, TieredStore, TierSettings
 
 __all__ = ["Found", "TierSettings", "TieredStore"]

@@ -64,7 +64,7 @@ class DiskTier:
         self.folder.mkdir(parents=True, exist_ok=True)
         # one worker per folder: two would delete each other's half-written files and together
         # hold twice the limit. The lock is released when the process ends, however it ends.
-        self._lock_file = open(self.folder / ".lock", "a+b")  # noqa: SIM115 - held for the process's life
+        self._lock_file = open(self.folder / ".lock", "a+b")
         try:
             fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

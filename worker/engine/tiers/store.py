@@ -115,7 +115,9 @@ class TieredStore:
                 self._add(e)
             self.stats.refused_files = self.disk.refused
         self._update_bytes()
-        self._jobs: queue.SimpleQueue[_Write | _Drop | tuple[str, Future[bytearray | None]] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Write | _Drop | tuple[str, Future[bytearray | None]] | None] = (
+            queue.SimpleQueue()
+        )
         self._thread = threading.Thread(target=self._run, name="kv-tiers", daemon=True)
         self._thread.start()
 
