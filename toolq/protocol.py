@@ -19,7 +19,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from toolq.definitions import check_parameters, check_tool_name
 from toolq.limits import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, MAX_STOP, MAX_TOOLS
@@ -435,6 +435,14 @@ class Usage(_Model):
             if self.cached_tokens_by_source is None:
                 self.cached_tokens_by_source = CachedTokens()
             self.cached_tokens_by_source.add(other.cached_tokens_by_source)
+
+    @model_serializer(mode="wrap")
+    def _absent_split_is_left_out(self, handler: Any) -> Any:
+        # results and events written before the split existed read back byte for byte
+        data = handler(self)
+        if isinstance(data, dict) and data.get("cached_tokens_by_source", 0) is None:
+            del data["cached_tokens_by_source"]
+        return data
 
 
 class Timings(_Model):

@@ -12,9 +12,10 @@ Which slot a prompt goes to, and what of its prefix is already cached, is worker
 With saved-state tiers (worker/engine/tiers/), a prompt whose longest prefix is saved in host
 memory or on disk, and longer than any slot's, has that state set into its slot instead of
 evaluated; a state only on disk is read by the tiers' own thread while the prompt waits. A
-sequence's state is copied out when its generation ends and, if still unsaved, when its slot is
-given to another prompt: the copy is on this thread (the context is not thread-safe), the rest
-on the tiers' thread.
+slot whose generation ended has its state copied out when the slot is given to another prompt,
+when the engine is idle, or when it closes (not at each round's end: a job's rounds follow each
+other in its slot, and a copy stalls the other slots' step); the copy is on this thread (the
+context is not thread-safe), the rest on the tiers' thread.
 
 Under a grammar, the text the grammar forces next (worker/grammar/forced.py) is not sampled a
 token a step: its tokens join the sampled one as a chunk, like a prompt's, and the sequence
@@ -137,7 +138,13 @@ class Scheduler:
     def _run(self) -> None:
         while True:
             if not self._running and not self._waiting:
-                item = self._inbox.get()  # idle: sleep until work (or close) arrives
+                if self._save_one():  # idle: keep what the slots hold, one copy between looks at the inbox
+                    try:
+                        item = self._inbox.get_nowait()
+                    except queue.Empty:
+                        item = None
+                else:
+                    item = self._inbox.get()  # idle: sleep until work (or close) arrives
             elif not self._running and self._blocked:  # only a disk read to wait for: poll gently
                 try:
                     item = self._inbox.get(timeout=0.002)
@@ -151,6 +158,8 @@ class Scheduler:
             while item is not None:
                 if item is _CLOSE:
                     self._fail_all(EngineError("the engine is closed"))
+                    while self._save_one():  # a clean stop keeps every conversation for the next start
+                        pass
                     return
                 self._waiting.append(item)
                 self._count()
@@ -273,8 +282,21 @@ class Scheduler:
         self.stats.cache.timings.append(("restore", source, time.perf_counter() - t0))
         return shared, source
 
+    def _save_one(self) -> bool:
+        """Save one free slot whose state is unsaved; whether there was one."""
+        slot = next((s for s in self.slots if s.unsaved and not s.busy), None)
+        if slot is None:
+            return False
+        try:
+            self._save(slot)
+        except Exception as e:  # the cache is an optimisation: never let it stop the engine
+            log.warning("state not saved", error=repr(e))
+            slot.unsaved = False
+        return True
+
     def _save(self, slot: Slot) -> None:
         """Copy a slot's state out to the tiers, unless a saved state holds it already."""
+        slot.unsaved = False
         if self.tiers is None or self.tiers.covers(slot.tokens):
             return
         t0 = time.perf_counter()
@@ -288,6 +310,7 @@ class Scheduler:
         some of it away (an eviction)."""
         if len(slot.tokens) > min(keep, common_prefix(slot.tokens, prompt)):
             self._save(slot)
+        slot.unsaved = False  # what it keeps is the new prompt's: saved when that one ends
 
     def _step(self) -> None:
         for seq in [s for s in self._running if s.request.stop_event.is_set()]:
@@ -414,12 +437,12 @@ class Scheduler:
             if broken:
                 llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, 0, -1)
                 slot.tokens = []
-            elif error is None:
-                # a paused or ended conversation: its next round may come after the slot is gone
-                try:
-                    self._save(slot)
-                except Exception as e:  # the cache is an optimisation: never fail a result for it
-                    log.warning("state not saved", error=repr(e))
+            elif error is None and self.tiers is not None:
+                # a paused or ended conversation: its next round may come after the slot is gone.
+                # Saved when the slot is given to another prompt, when the engine is idle, or at
+                # close, not now: a job's rounds follow each other in the same slot, and each
+                # copy stalls the other slots' step.
+                slot.unsaved = True
             slot.busy = False
         TokenSampler.free(seq.chain)
         TokenSampler.free(seq.grammar)
