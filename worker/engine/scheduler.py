@@ -202,7 +202,7 @@ class Scheduler:
             self._waiting.popleft()
             slot = placement.slot
             if restore is not None:
-                keep, source = self._restore(slot, seq, restore)  # type: ignore[arg-type]
+                keep, source = self._restore(slot, seq, restore)
             else:
                 keep, source = self._apply(placement, seq)
             self._clock += 1

@@ -18,6 +18,7 @@ import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import structlog
 
@@ -43,6 +44,7 @@ class DiskTier:
         self.bytes = 0
         self.refused = 0  # files refused and deleted since start
         self._items: OrderedDict[str, DiskEntry] = OrderedDict()  # oldest use first
+        self._lock_file: BinaryIO | None = None
 
     def __contains__(self, key: str) -> bool:
         return key in self._items
@@ -51,9 +53,8 @@ class DiskTier:
         return len(self._items)
 
     def release(self) -> None:
-        lock = getattr(self, "_lock_file", None)
-        if lock is not None:
-            lock.close()  # closing drops the flock
+        if self._lock_file is not None:
+            self._lock_file.close()  # closing drops the flock
             self._lock_file = None
 
     def path(self, key: str) -> Path:
@@ -64,12 +65,13 @@ class DiskTier:
         self.folder.mkdir(parents=True, exist_ok=True)
         # one worker per folder: two would delete each other's half-written files and together
         # hold twice the limit. The lock is released when the process ends, however it ends.
-        self._lock_file = open(self.folder / ".lock", "a+b")
+        lock = open(self.folder / ".lock", "a+b")  # held for the process's life
         try:
-            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            self._lock_file.close()
+            lock.close()
             raise OSError(f"{self.folder} is in use by another worker (each worker needs its own folder)") from None
+        self._lock_file = lock
         found: list[tuple[float, str, DiskEntry]] = []
         for p in self.folder.iterdir():
             if p.name.endswith(".tmp"):

@@ -26,7 +26,7 @@ import struct
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO, cast
 
 from worker.engine.tiers.identity import Identity
 
@@ -101,7 +101,7 @@ def read_payload(f: BinaryIO, header: Header) -> bytearray:
     view = memoryview(payload)
     got = 0
     while got < header.payload_len:
-        n = f.readinto(view[got:])
+        n = cast(Any, f).readinto(view[got:])  # an open binary file, buffered
         if not n:
             raise Refused("truncated payload")
         got += n
