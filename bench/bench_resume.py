@@ -110,8 +110,10 @@ def stall(eng: LlamaEngine, first: list[tuple[str, bool]], reply: str) -> tuple[
     threading.Thread(target=run).start()
     while len(stamps) < 30:
         time.sleep(0.01)
-    # a round of the long conversation that evaluates a few new tokens and ends: its state is saved
+    # a round of the long conversation that evaluates a few new tokens and ends, then another
+    # conversation takes its slot (the only free one): the slot's state is saved, an eviction
     eng.generate_sync(req([*resumed(first, reply), ("Also", False)], n=2))
+    eng.generate_sync(req([("<|im_start|>user\n", True), ("Name a colour.", False)], n=2))
     done.wait()
     copies = [s for kind, stage, s in list(eng.stats().cache.timings)[before:] if (kind, stage) == ("save", "copy")]
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
@@ -136,60 +138,63 @@ def main() -> None:
         sys.exit("case 3 needs affinity routing between two workers: not implemented here yet")
     first = first_round(facts(args.prompt_tokens))
     folder = Path(tempfile.mkdtemp(prefix="toolq-bench-kv-"))
-    anchor_eng = engine(args, None)
+    eng = engine(args, folder)
     try:
-        r1 = anchor_eng.generate_sync(req(first))
+        r1 = eng.generate_sync(req(first))
         reply = r1.text
         print(
             f"conversation: {r1.prompt_tokens} prompt tokens, n_ctx {args.n_ctx}, {args.slots} slots, "
             f"flash_attn {args.flash_attn}, {args.threads} threads"
         )
-        evict(anchor_eng)
-        anchor = anchor_eng.generate_sync(req(resumed(first, reply)))
+        print(f"round 1 evaluated fresh: {r1.prompt_ms:.0f} ms ({r1.prompt_tokens / r1.prompt_ms * 1000:.0f} tok/s)")
+        per_token = r1.prompt_ms / r1.prompt_tokens
+        evict(eng)
+        r = eng.generate_sync(req(resumed(first, reply)))
+        restore = [s for kind, _, s in eng.stats().cache.timings if kind == "restore"]
         print(
-            f"anchor: resumed prompt evaluated again: {anchor.prompt_tokens} tokens, cached {anchor.cached_tokens}, "
-            f"first token after {anchor.prompt_ms:.0f} ms ({anchor.prompt_tokens / anchor.prompt_ms * 1000:.0f} tok/s)"
+            f"case 1 slot evicted: {r.prompt_tokens} prompt tokens, cached {r.cached_by_source}, first token after "
+            f"{r.prompt_ms:.0f} ms (restore {restore[-1] * 1000 if restore else 0:.1f} ms); "
+            f"~{per_token * r.prompt_tokens / r.prompt_ms:.0f}x faster than round 1's rate over the same tokens"
+        )
+        results = {1: r}
+        copy_ms, step_ms, longest_ms = stall(eng, first, reply)
+        print(
+            f"save stall: copy out of llama.cpp {copy_ms:.1f} ms on the decode thread; the generation beside it: "
+            f"median step {step_ms:.1f} ms, longest step {longest_ms:.1f} ms ({longest_ms / step_ms:.2f} steps)"
         )
     finally:
-        anchor_eng.close()
-
-    eng = engine(args, folder)
-    try:
-        eng.generate_sync(req(first))
-        if 1 in cases:
-            evict(eng)
-            r = eng.generate_sync(req(resumed(first, reply)))
-            print(
-                f"case 1 slot evicted: cached {r.cached_by_source}, first token after {r.prompt_ms:.0f} ms: "
-                f"{anchor.prompt_ms / r.prompt_ms:.1f}x faster than evaluating again (target >= 20x)"
-            )
-            restore = [s for kind, _, s in eng.stats().cache.timings if kind == "restore"]
-            if restore:
-                print(f"        restore (set into the slot) {restore[-1] * 1000:.1f} ms")
-            copy_ms, step_ms, longest_ms = stall(eng, first, reply)
-            print(
-                f"save stall: copy out of llama.cpp {copy_ms:.1f} ms on the decode thread; the generation beside it: "
-                f"median step {step_ms:.1f} ms, longest step {longest_ms:.1f} ms "
-                f"({longest_ms / step_ms:.2f} steps)"
-            )
-    finally:
-        eng.close()
-
+        eng.close()  # the worker stops: every state still in a slot is saved, every queued save written
     if 2 in cases:
-        shutil.rmtree(folder)
-        eng = engine(args, folder)
-        eng.generate_sync(req(first))
-        eng.close()  # the worker stops: every queued save is on disk
         eng = engine(args, folder)
         try:
             r = eng.generate_sync(req(resumed(first, reply)))
             print(
-                f"case 2 worker restart: cached {r.cached_by_source}, first token after {r.prompt_ms:.0f} ms: "
-                f"{anchor.prompt_ms / r.prompt_ms:.1f}x faster than evaluating again (target >= 20x)"
+                f"case 2 worker restart: cached {r.cached_by_source}, first token after {r.prompt_ms:.0f} ms; "
+                f"~{per_token * r.prompt_tokens / r.prompt_ms:.0f}x faster than round 1's rate over the same tokens"
             )
+            results[2] = r
         finally:
             eng.close()
     shutil.rmtree(folder, ignore_errors=True)
+    # the anchor: the same resumed prompt evaluated from nothing (one character changed at its
+    # start, so no slot or saved state holds any of it), on an engine of the same settings
+    eng = engine(args, None)
+    try:
+        other = [
+            (first[0][0], True),
+            ("You  answer" + first[1][0][len("You answer") :], False),
+            *resumed(first, reply)[2:],
+        ]
+        anchor = eng.generate_sync(req(other))
+        print(
+            f"anchor: the resumed prompt evaluated again: {anchor.prompt_tokens} tokens, "
+            f"cached {anchor.cached_tokens}, "
+            f"first token after {anchor.prompt_ms:.0f} ms ({anchor.prompt_tokens / anchor.prompt_ms * 1000:.0f} tok/s)"
+        )
+        for case, r in results.items():
+            print(f"case {case}: {anchor.prompt_ms / r.prompt_ms:.1f}x faster than evaluating again (target >= 20x)")
+    finally:
+        eng.close()
 
 
 if __name__ == "__main__":
