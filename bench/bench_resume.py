@@ -98,6 +98,7 @@ def stall(eng: LlamaEngine, first: list[tuple[str, bool]], reply: str) -> tuple[
     conversation's round ends and its state is saved."""
     stamps: list[float] = []
     story = req([("<|im_start|>user\n", True), ("Write a long story about the sea.", False)], n=120)
+    story.stop = ()
     story.on_text = lambda _t: stamps.append(time.perf_counter())
     done = threading.Event()
     result: list[GenerationResult] = []
@@ -108,7 +109,7 @@ def stall(eng: LlamaEngine, first: list[tuple[str, bool]], reply: str) -> tuple[
 
     before = len(eng.stats().cache.timings)
     threading.Thread(target=run).start()
-    while len(stamps) < 30:
+    while len(stamps) < 30 and not done.is_set():  # a story that ends early must not hang the bench
         time.sleep(0.01)
     # a round of the long conversation that evaluates a few new tokens and ends, then another
     # conversation takes its slot (the only free one): the slot's state is saved, an eviction
