@@ -19,7 +19,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from toolq.definitions import check_parameters, check_tool_name
 from toolq.limits import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, MAX_STOP, MAX_TOOLS
@@ -405,15 +405,44 @@ class JobStatus(str, Enum):
 FinishReason = Literal["stop", "max_iterations", "length", "cancelled", "timeout", "error", "tool_calls"]
 
 
+class CachedTokens(_Model):
+    """Cached prompt tokens by where the worker found them."""
+
+    slot: int = 0  # the slot that ran the conversation's previous round
+    slot_copy: int = 0  # copied from another slot (a shared system prompt and tools)
+    host: int = 0  # a saved state in the worker's memory
+    disk: int = 0  # a saved state on the worker's disk
+
+    def add(self, other: CachedTokens) -> None:
+        self.slot += other.slot
+        self.slot_copy += other.slot_copy
+        self.host += other.host
+        self.disk += other.disk
+
+
 class Usage(_Model):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_prompt_tokens: int = 0
+    # cached_prompt_tokens split by source; absent from workers that do not say (added in version 1)
+    cached_tokens_by_source: CachedTokens | None = None
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cached_prompt_tokens += other.cached_prompt_tokens
+        if other.cached_tokens_by_source is not None:
+            if self.cached_tokens_by_source is None:
+                self.cached_tokens_by_source = CachedTokens()
+            self.cached_tokens_by_source.add(other.cached_tokens_by_source)
+
+    @model_serializer(mode="wrap")
+    def _absent_split_is_left_out(self, handler: Any) -> Any:
+        # results and events written before the split existed read back byte for byte
+        data = handler(self)
+        if isinstance(data, dict) and data.get("cached_tokens_by_source", 0) is None:
+            del data["cached_tokens_by_source"]
+        return data
 
 
 class Timings(_Model):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -60,6 +61,9 @@ class GenerationResult:
     completion_tokens: int = 0
     prompt_ms: float = 0.0
     decode_ms: float = 0.0
+    # cached_tokens split by where they came from: "slot" (its own slot), "slot_copy" (copied from
+    # another slot), "host" and "disk" (saved state restored: worker/engine/tiers/)
+    cached_by_source: dict[str, int] = field(default_factory=dict)
     # The id the i-th call of the text was streamed under, when the text was streamed
     # (worker/formats/streaming.py): the parsed calls take the same ids.
     call_id: Callable[[int], str] | None = None
@@ -67,6 +71,19 @@ class GenerationResult:
     @property
     def decode_tps(self) -> float:
         return self.completion_tokens / (self.decode_ms / 1000) if self.decode_ms > 0 else 0.0
+
+
+@dataclass
+class CacheStats:
+    """The saved-state tiers (worker/engine/tiers/): what they hold and how placement used them."""
+
+    hits: dict[str, int] = field(default_factory=dict)  # source -> prompts served from it (slot, slot_copy, host, disk)
+    misses: dict[str, int] = field(default_factory=dict)  # tier -> prompts a tier could not serve
+    bytes: dict[str, int] = field(default_factory=dict)  # tier -> bytes held (host, disk)
+    entries: dict[str, int] = field(default_factory=dict)  # tier -> states held
+    refused_files: int = 0  # state files refused (corrupt, truncated, foreign) and deleted
+    # ("save" | "restore", stage or tier, seconds), appended by the engine, drained by the metrics
+    timings: deque[tuple[str, str, float]] = field(default_factory=lambda: deque(maxlen=4096))
 
 
 @dataclass
@@ -88,6 +105,7 @@ class EngineStats:
     cached_tokens: int = 0
     prefill_s: float = 0.0  # time in steps that carried prompt tokens
     decode_s: float = 0.0  # time in steps that carried only generated tokens
+    cache: CacheStats = field(default_factory=CacheStats)
 
 
 class Engine(Protocol):

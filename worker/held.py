@@ -1,16 +1,15 @@
 """The conversations this worker holds, as it tells the fleet (toolq/store/affinity.py).
 
-Today a conversation's KV state lives only in the engine's slots, and a slot is given to the
-least recently used conversation when a new one needs it (worker/engine/slots.py), so the worker
-holds about as many conversations as it has slots: the ones it ran last. It records each
+A conversation's KV state lives in the engine's slots, and in its saved-state tiers (host memory
+and disk, worker/engine/tiers/) once its slot is given to another prompt, so the worker holds as
+many conversations as it has slots plus the states its tiers keep: the ones it ran last. It records each
 transcript it ran (a job that ended or paused: its messages, answer and tool results) as its
 conversation-prefix keys (toolq/store/conversation_keys.py), keeps the last ``capacity`` of
 them, and publishes the union of their keys as its held set.
 
-``engine_holdings`` is the one place that reads what the engine says it can hold: an engine
-that keeps states beyond its slots (host-memory and disk tiers) reports, in its stats,
-``held_sequences`` (how many conversations it can restore) and ``tier_bytes`` (bytes per tier);
-both are optional, and without them the slots are the capacity and no bytes are reported.
+``engine_holdings`` is the one place that reads what the engine says it can hold: its slots and
+the states and bytes per tier in its stats (``EngineStats.cache``; a worker without tiers
+reports none, and its slots are the capacity).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolq.store.affinity import publish_held
+from worker.generation import EngineStats
 
 MAX_KEYS = 8192  # the held set's bound, whatever the engine says it can hold
 
@@ -31,12 +31,11 @@ class Holdings:
     tier_bytes: dict[str, int] = field(default_factory=dict)  # bytes per tier, where the engine says
 
 
-def engine_holdings(stats: Any) -> Holdings:
-    """What the engine's stats say it can hold (see the module's note)."""
-    slots = max(1, int(getattr(stats, "slots", 1) or 1))
-    held = getattr(stats, "held_sequences", None)
-    tiers = getattr(stats, "tier_bytes", None) or {}
-    return Holdings(capacity=max(slots, int(held or 0)), tier_bytes={str(k): int(v) for k, v in tiers.items()})
+def engine_holdings(stats: EngineStats) -> Holdings:
+    """What the engine's stats say it can hold (see the module's note). A state kept both in host
+    memory and on disk is counted once: the larger tier's count bounds the saved states."""
+    saved = max(stats.cache.entries.values(), default=0)
+    return Holdings(capacity=max(1, stats.slots) + saved, tier_bytes=dict(stats.cache.bytes))
 
 
 class HeldConversations:

@@ -49,6 +49,8 @@ def check(settings: WorkerSettings, engine: str = "llama") -> None:
             )
         if not Path(settings.model_path).is_file():
             raise CommandError(f"model file not found: {settings.model_path}")
+        if settings.kv_dir is not None and settings.kv_disk_bytes > 0:
+            _check_writable(Path(settings.kv_dir))
     from toolq.tools import ToolLoadError, load_tool_modules
     from worker.formats.choice import check_format_name
     from worker.templates import ChatTemplate, TemplateError
@@ -75,6 +77,16 @@ def check(settings: WorkerSettings, engine: str = "llama") -> None:
         except ValueError as e:
             raise CommandError(str(e)) from None
     _check_redis(settings.redis_url)
+
+
+def _check_writable(folder: Path) -> None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".toolq-write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise CommandError(f"TOOLQ_KV_DIR {folder} is not a writable folder: {e.strerror or e}") from None
 
 
 def _check_redis(url: str) -> None:

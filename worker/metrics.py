@@ -29,6 +29,23 @@ PREFILL_TOKENS = Counter("toolq_worker_prefill_tokens_total", "Prompt tokens eva
 DECODE_TOKENS = Counter("toolq_worker_decode_tokens_total", "Tokens generated")
 BATCH_SIZE = Gauge("toolq_worker_batch_size", "Mean sequences per decode step over the last few seconds")
 PREFILL_TPS = Gauge("toolq_worker_prefill_tokens_per_second", "Prompt tokens evaluated per second, last few seconds")
+# Saved sequence state (worker/engine/tiers/). A hit: a prompt served (in part) from that source
+# (slot, slot_copy, host, disk); a miss: a prompt the host or disk tier could not serve.
+CACHE_HITS = Counter("toolq_worker_kv_cache_hits_total", "Prompts whose cached prefix came from this source", ["tier"])
+CACHE_MISSES = Counter("toolq_worker_kv_cache_misses_total", "Prompts a saved-state tier could not serve", ["tier"])
+CACHE_BYTES = Gauge("toolq_worker_kv_cache_bytes", "Bytes of saved sequence state held", ["tier"])
+CACHE_ENTRIES = Gauge("toolq_worker_kv_cache_states", "Saved sequence states held", ["tier"])
+CACHE_REFUSED = Counter("toolq_worker_kv_cache_refused_files_total", "State files refused and deleted")
+_TIMING_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+CACHE_RESTORE_SECONDS = Histogram(
+    "toolq_worker_kv_restore_seconds", "Setting a saved state into a slot", ["tier"], buckets=_TIMING_BUCKETS
+)
+CACHE_SAVE_SECONDS = Histogram(
+    "toolq_worker_kv_save_seconds",
+    "Saving a state: copy (on the decode thread) and write (the tiers' thread)",
+    ["stage"],
+    buckets=_TIMING_BUCKETS,
+)
 DECODE_TPS = Gauge("toolq_worker_decode_tokens_per_second", "Tokens generated per second, last few seconds")
 
 
@@ -63,6 +80,9 @@ class EngineWatch:
     def __init__(self, window_s: float = 5.0):
         self.window_s = window_s
         self._samples: deque[tuple[float, int, int, int, int]] = deque()
+        self._hits: dict[str, int] = {}
+        self._misses: dict[str, int] = {}
+        self._refused = 0
 
     def update(self, stats: EngineStats, now: float) -> EngineRates:
         sample = (now, stats.steps, stats.batch_sequences, stats.prefill_tokens, stats.decode_tokens)
@@ -83,12 +103,34 @@ class EngineWatch:
             prefill_tps=(sample[3] - first[3]) / span if span > 0 else 0.0,
             decode_tps=(sample[4] - first[4]) / span if span > 0 else 0.0,
         )
+        self._cache(stats)
         SLOTS.set(stats.slots)
         SLOTS_BUSY.set(stats.busy)
         BATCH_SIZE.set(rates.batch_size)
         PREFILL_TPS.set(rates.prefill_tps)
         DECODE_TPS.set(rates.decode_tps)
         return rates
+
+    def _cache(self, stats: EngineStats) -> None:
+        cache = stats.cache
+        for seen, now_counts, counter in (
+            (self._hits, cache.hits, CACHE_HITS),
+            (self._misses, cache.misses, CACHE_MISSES),
+        ):
+            for tier, n in list(now_counts.items()):
+                if n > seen.get(tier, 0):
+                    counter.labels(tier).inc(n - seen.get(tier, 0))
+                seen[tier] = n
+        if cache.refused_files > self._refused:
+            CACHE_REFUSED.inc(cache.refused_files - self._refused)
+            self._refused = cache.refused_files
+        for tier, n in list(cache.bytes.items()):
+            CACHE_BYTES.labels(tier).set(n)
+        for tier, n in list(cache.entries.items()):
+            CACHE_ENTRIES.labels(tier).set(n)
+        while cache.timings:
+            kind, label, seconds = cache.timings.popleft()
+            (CACHE_RESTORE_SECONDS if kind == "restore" else CACHE_SAVE_SECONDS).labels(label).observe(seconds)
 
 
 def serve_metrics(port: int) -> None:

@@ -6,7 +6,7 @@ import importlib.util
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ByteSize, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from toolq.settings import DEFAULT_REDIS_URL
@@ -58,6 +58,14 @@ class WorkerSettings(BaseSettings):
     gpu: int | None = None
     flash_attn: bool = False
     seed: int = 0
+    # Saved sequence state (worker/engine/tiers/): a conversation's KV cache, kept after its slot
+    # is given to another prompt, in host memory (least recently used out first) and in a folder
+    # on disk (oldest out first; it outlives a restart). Bytes, or with a unit: 512MiB, 2GiB; 0
+    # turns a tier off. The folder is this worker's alone (it is locked); unset, no disk tier.
+    kv_host_bytes: Annotated[ByteSize, Field(ge=0)] = ByteSize(1 << 30)
+    kv_disk_bytes: Annotated[ByteSize, Field(ge=0)] = ByteSize(8 << 30)
+    kv_dir: Path | None = None
+    kv_block: int = Field(default=256, ge=16, le=8192)  # tokens per hashed block (worker/engine/tiers/blocks.py)
 
     # The conversation
     chat_template: str = "hermes3_tool_calling.j2"  # a file in chat_templates/, a path, or "gguf"

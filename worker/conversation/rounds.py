@@ -10,7 +10,7 @@ from functools import partial
 
 import structlog
 
-from toolq.protocol import JobRequest, Usage
+from toolq.protocol import CachedTokens, JobRequest, Usage
 from worker import traces
 from worker.answer_format import AnswerFormatError, answer_grammar, answer_problem
 from worker.conversation.grammars import Constraint
@@ -89,6 +89,7 @@ class Rounds:
                 prompt_tokens=gen.prompt_tokens,
                 completion_tokens=gen.completion_tokens,
                 cached_prompt_tokens=gen.cached_tokens,
+                cached_tokens_by_source=CachedTokens(**gen.cached_by_source) if gen.cached_by_source else None,
             )
         )
         state.generate_ms += gen.prompt_ms + gen.decode_ms
@@ -97,6 +98,7 @@ class Rounds:
             stop_reason=gen.stop_reason,
             prompt_tokens=gen.prompt_tokens,
             cached_tokens=gen.cached_tokens,
+            cached_by_source=gen.cached_by_source or None,
             completion_tokens=gen.completion_tokens,
             decode_tps=round(gen.decode_tps, 1),
             grammar=grammar is not None,

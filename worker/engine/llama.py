@@ -3,8 +3,9 @@
 One model, one context with one sequence per slot, and one thread that owns the context and
 decodes every active sequence in each step (worker/engine/scheduler.py: continuous batching,
 chunked prefill, a sampler chain and grammar per sequence). Prompts reuse the longest cached
-prefix, their own slot's or another slot's (worker/engine/slots.py). ``generate`` is one async
-call per request; a stop flag (cancel, timeout) ends that request's sequence within one step.
+prefix, their own slot's or another slot's (worker/engine/slots.py), or a state saved in host
+memory or on disk (worker/engine/tiers/). ``generate`` is one async call per request; a stop flag
+(cancel, timeout) ends that request's sequence within one step.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ import llama_cpp
 
 from worker.engine.scheduler import Scheduler
 from worker.engine.sequence import Sequence
+from worker.engine.tiers import TieredStore, TierSettings
+from worker.engine.tiers.identity import model_identity
+from worker.engine.tiers.store import HeldPrefix
 from worker.generation import (
     ContextLengthExceeded,
     EngineError,
@@ -63,6 +67,7 @@ class LlamaEngine:
         seed: int = 0,
         verbose: bool = False,
         jump_forward: bool = True,
+        tiers: TierSettings | None = None,
     ):
         if not Path(model_path).is_file():
             raise EngineError(f"model file not found: {model_path}")
@@ -114,6 +119,21 @@ class LlamaEngine:
         self.eos_token = self._token_text(llama_cpp.llama_vocab_eos(self._vocab))
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
 
+        self.tiers: TieredStore | None = None
+        if tiers is not None and (tiers.host_bytes > 0 or (tiers.disk_bytes > 0 and tiers.disk_dir is not None)):
+            # flash attention stores V untransposed: a state saved with it on is another layout
+            layout = f"flash_attn={int(flash_attn)};type_k=f16;type_v=f16"
+            identity = model_identity(
+                Path(model_path), build=f"llama-cpp-python {llama_cpp.__version__}", layout=layout
+            )
+            try:
+                self.tiers = TieredStore(identity, tiers)
+            except OSError as e:
+                llama_cpp.llama_free(self._ctx)
+                llama_cpp.llama_model_free(self._model)
+                self._ctx = self._model = None
+                raise EngineError(f"the saved-state folder TOOLQ_KV_DIR cannot be used: {e}") from None
+
         self._valid_grammars: dict[str, None] = {}  # grammars that passed check_grammar, oldest first
         self._scheduler = Scheduler(
             self._ctx,
@@ -126,6 +146,7 @@ class LlamaEngine:
             piece=self._piece_bytes,
             spell=self._spelling,
             tokenize=lambda text: self.tokenize(text, special=False),
+            tiers=self.tiers,
         )
         self.jump_forward = jump_forward
 
@@ -209,6 +230,17 @@ class LlamaEngine:
         """Slots, busy and waiting requests, batch and token counters (for metrics and the fleet entry)."""
         return self._scheduler.stats
 
+    def cache_holdings(self) -> list[HeldPrefix]:
+        """What this worker holds of conversations' prefixes, for the fleet to route by: one entry
+        per slot with at least one whole block cached (tier "slot"), then one per saved state
+        (tier "host" or "disk"). Each carries the chained hashes of its token blocks
+        (worker/engine/tiers/blocks.py, seeded by the model's identity), so a prompt's longest held
+        prefix is its deepest block hash found here; the bytes per tier are in
+        ``stats().cache.bytes``. Empty without tiers (the block hashes need the identity)."""
+        if self.tiers is None:
+            return []
+        return [*self._scheduler.slot_holdings(), *self.tiers.holdings()]
+
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         """Generate for one request, batched with every other request in flight.
 
@@ -250,6 +282,8 @@ class LlamaEngine:
     def close(self) -> None:
         if self._ctx:
             self._scheduler.close()
+            if self.tiers is not None:
+                self.tiers.close()  # every queued save written
             llama_cpp.llama_free(self._ctx)
             self._ctx = None
         if self._model:
@@ -294,4 +328,13 @@ def load_engine(settings: Any) -> LlamaEngine:
         flash_attn=settings.flash_attn,
         seed=settings.seed,
         jump_forward=settings.jump_forward,
+        tiers=tier_settings(settings),
     )
+
+
+def tier_settings(settings: Any) -> TierSettings | None:
+    """The saved-state tiers WorkerSettings asks for, or None with both off."""
+    disk = int(settings.kv_disk_bytes) if settings.kv_dir is not None else 0
+    if int(settings.kv_host_bytes) == 0 and disk == 0:
+        return None
+    return TierSettings(int(settings.kv_host_bytes), disk, settings.kv_dir, settings.kv_block)

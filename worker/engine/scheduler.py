@@ -9,6 +9,13 @@ a finished sequence leaves at once, and a stop flag (cancel, timeout) ends its s
 step. A request that finds every slot busy waits for one to free up.
 
 Which slot a prompt goes to, and what of its prefix is already cached, is worker/engine/slots.py.
+With saved-state tiers (worker/engine/tiers/), a prompt whose longest prefix is saved in host
+memory or on disk, and longer than any slot's, has that state set into its slot instead of
+evaluated; a state only on disk is read by the tiers' own thread while the prompt waits. A
+slot whose generation ended has its state copied out when the slot is given to another prompt,
+when the engine is idle, or when it closes (not at each round's end: a job's rounds follow each
+other in its slot, and a copy stalls the other slots' step); the copy is on this thread (the
+context is not thread-safe), the rest on the tiers' thread.
 
 Under a grammar, the text the grammar forces next (worker/grammar/forced.py) is not sampled a
 token a step: its tokens join the sampled one as a chunk, like a prompt's, and the sequence
@@ -30,7 +37,11 @@ import structlog
 from worker.engine.respell import respell
 from worker.engine.sampling import TokenSampler
 from worker.engine.sequence import Sequence
-from worker.engine.slots import Slot, place
+from worker.engine.slots import Placement, Slot, common_prefix, place
+from worker.engine.tiers import TieredStore
+from worker.engine.tiers.blocks import block_hashes
+from worker.engine.tiers.llama_state import copy_out, set_into
+from worker.engine.tiers.store import HeldPrefix
 from worker.generation import EngineError, EngineStats, GenerationResult
 from worker.grammar.check import GrammarError
 from worker.grammar.forced import Forced
@@ -39,6 +50,11 @@ log = structlog.get_logger("worker.engine")
 
 
 _CLOSE = object()
+_WAIT = object()  # the head of the queue waits for its saved state to be read from disk
+
+# A saved state is restored only when it covers this many more prompt tokens than the slots do:
+# setting a state costs a copy of all its cells, about what evaluating a few tokens costs.
+MIN_RESTORE_GAIN = 32
 
 
 def _follow(gbnf: str) -> Forced | None:
@@ -63,8 +79,10 @@ class Scheduler:
         piece: Callable[[int], bytes],
         spell: Callable[[int], bytes] | None = None,
         tokenize: Callable[[str], list[int]] | None = None,
+        tiers: TieredStore | None = None,
     ):
         self._ctx = ctx
+        self.tiers = tiers
         self._mem = llama_cpp.llama_get_memory(ctx)
         self._sampler = TokenSampler(ctx, vocab, n_vocab)
         self._is_eog = is_eog
@@ -82,6 +100,9 @@ class Scheduler:
         self._clock = 0
         self._closed = False
         self.stats = EngineStats(slots=slots)
+        if tiers is not None:
+            self.stats.cache = tiers.stats
+        self._blocked = False  # the head of the queue waits on a disk read
         self._thread = threading.Thread(target=self._run, name="llama-batch", daemon=True)
         self._thread.start()
 
@@ -91,6 +112,18 @@ class Scheduler:
         if self._closed:
             raise EngineError("the engine is closed")
         self._inbox.put(seq)
+
+    def slot_holdings(self) -> list[HeldPrefix]:
+        """The slots' cached prefixes as held prefixes (tier "slot"); a copy, read between steps."""
+        if self.tiers is None:
+            return []
+        out = []
+        for slot in self.slots:
+            tokens = list(slot.tokens)
+            hashes = block_hashes(self.tiers.identity.digest, tokens, self.tiers.block)
+            if hashes:
+                out.append(HeldPrefix([h.hex() for h in hashes], len(tokens), "slot"))
+        return out
 
     def close(self) -> None:
         if self._closed:
@@ -105,7 +138,18 @@ class Scheduler:
     def _run(self) -> None:
         while True:
             if not self._running and not self._waiting:
-                item = self._inbox.get()  # idle: sleep until work (or close) arrives
+                if self._save_one():  # idle: keep what the slots hold, one copy between looks at the inbox
+                    try:
+                        item = self._inbox.get_nowait()
+                    except queue.Empty:
+                        item = None
+                else:
+                    item = self._inbox.get()  # idle: sleep until work (or close) arrives
+            elif not self._running and self._blocked:  # only a disk read to wait for: poll gently
+                try:
+                    item = self._inbox.get(timeout=0.002)
+                except queue.Empty:
+                    item = None
             else:
                 try:
                     item = self._inbox.get_nowait()
@@ -114,6 +158,8 @@ class Scheduler:
             while item is not None:
                 if item is _CLOSE:
                     self._fail_all(EngineError("the engine is closed"))
+                    while self._save_one():  # a clean stop keeps every conversation for the next start
+                        pass
                     return
                 self._waiting.append(item)
                 self._count()
@@ -131,6 +177,7 @@ class Scheduler:
 
     def _admit(self) -> None:
         """Give waiting sequences a slot, in arrival order, while slots are free."""
+        self._blocked = False
         while self._waiting:
             seq = self._waiting[0]
             if seq.request.stop_event.is_set():
@@ -139,26 +186,35 @@ class Scheduler:
                 continue
             if all(s.busy for s in self.slots):
                 return
-            if self._spell is not None:  # just before placing, against the caches as they are now
-                seq.use_prompt(respell(self.slots, seq.prompt, self._spell, room=seq.context_left - 1))
+            if self._spell is not None and seq.fetch is None:  # just before placing, against the caches as they are now
+                holders = list(self.slots)
+                saved = self.tiers.best(seq.prompt) if self.tiers is not None else None
+                if saved is not None:  # a saved state's tokens spell its reply as the model wrote it
+                    holders.append(Slot(-1, saved[0].tokens))
+                seq.use_prompt(respell(holders, seq.prompt, self._spell, room=seq.context_left - 1))
             placement = place(self.slots, seq.prompt)
             if placement is None:
                 return
+            restore = self._from_tiers(seq, placement.keep) if self.tiers is not None else None
+            if restore is _WAIT:
+                self._blocked = True
+                return
             self._waiting.popleft()
             slot = placement.slot
-            if placement.copy_from is not None:
-                llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, 0, -1)
-                llama_cpp.llama_memory_seq_cp(self._mem, placement.copy_from.seq_id, slot.seq_id, 0, placement.keep)
-                slot.tokens = placement.copy_from.tokens[: placement.keep]
-            llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, placement.keep, -1)
-            del slot.tokens[placement.keep :]
+            if restore is not None:
+                keep, source = self._restore(slot, seq, restore)
+            else:
+                keep, source = self._apply(placement, seq)
             self._clock += 1
             slot.busy, slot.last_used = True, self._clock
             seq.slot = slot
-            seq.cached = placement.keep
+            seq.cached = keep
+            seq.cached_by = {source: keep} if keep else {}
+            if keep:
+                self.stats.cache.hits[source] = self.stats.cache.hits.get(source, 0) + 1
             self.stats.prompt_tokens += len(seq.prompt)
-            self.stats.cached_tokens += placement.keep
-            seq.pending = seq.prompt[placement.keep :]
+            self.stats.cached_tokens += keep
+            seq.pending = seq.prompt[keep:]
             try:
                 seq.chain = TokenSampler.chain(seq.request.temperature, seq.seed)
                 if seq.request.grammar is not None:
@@ -170,6 +226,93 @@ class Scheduler:
                 continue
             self._running.append(seq)
             self._count()
+
+    def _apply(self, placement: Placement, seq: Sequence) -> tuple[int, str]:
+        """Put a slot placement into the context: the copy from another slot, the cut after the
+        kept prefix. The tokens kept and their source."""
+        slot = placement.slot
+        self._save_before_losing(slot, seq.prompt, placement.keep if placement.copy_from is None else 0)
+        if placement.copy_from is not None:
+            llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, 0, -1)
+            llama_cpp.llama_memory_seq_cp(self._mem, placement.copy_from.seq_id, slot.seq_id, 0, placement.keep)
+            slot.tokens = placement.copy_from.tokens[: placement.keep]
+        llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, placement.keep, -1)
+        del slot.tokens[placement.keep :]
+        return placement.keep, "slot" if placement.copy_from is None else "slot_copy"
+
+    def _from_tiers(self, seq: Sequence, keep: int) -> Any:
+        """(source, tokens, shared, payload) of a saved state that serves more of the prompt than
+        the slots (``keep`` tokens); _WAIT while it is read from disk; None."""
+        assert self.tiers is not None
+        cache = self.stats.cache
+        found = self.tiers.best(seq.prompt)
+        shared = min(found[1], len(seq.prompt) - 1) if found is not None else 0
+        if found is None or shared < keep + MIN_RESTORE_GAIN:
+            if len(seq.prompt) - keep >= self.tiers.block:  # a prompt a tier could have served
+                for tier in ("host", "disk"):
+                    cache.misses[tier] = cache.misses.get(tier, 0) + 1
+            seq.fetch = None
+            return None
+        entry = found[0]
+        if seq.fetch is not None and seq.fetch[0] == entry.key:
+            if not seq.fetch[1].done():
+                return _WAIT
+            payload, source = seq.fetch[1].result(), "disk"
+            seq.fetch = None
+        elif entry.tier == "host":
+            payload, source = self.tiers.take_host(entry.key), "host"
+        else:
+            seq.fetch = (entry.key, self.tiers.fetch(entry.key))
+            return _WAIT
+        if payload is None:  # dropped meanwhile, or a file that failed its checks
+            return None
+        if source == "disk":
+            cache.misses["host"] = cache.misses.get("host", 0) + 1
+        return source, entry.tokens, shared, payload
+
+    def _restore(self, slot: Slot, seq: Sequence, restore: tuple[str, list[int], int, bytearray]) -> tuple[int, str]:
+        source, tokens, shared, payload = restore
+        self._save_before_losing(slot, seq.prompt, 0)
+        t0 = time.perf_counter()
+        if not set_into(self._ctx, slot.seq_id, payload):
+            log.warning("saved state not restored", source=source, tokens=len(tokens))
+            llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, 0, -1)
+            slot.tokens = []
+            return 0, source
+        llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, shared, -1)
+        slot.tokens = list(tokens[:shared])
+        self.stats.cache.timings.append(("restore", source, time.perf_counter() - t0))
+        return shared, source
+
+    def _save_one(self) -> bool:
+        """Save one free slot whose state is unsaved; whether there was one."""
+        slot = next((s for s in self.slots if s.unsaved and not s.busy), None)
+        if slot is None:
+            return False
+        try:
+            self._save(slot)
+        except Exception as e:  # the cache is an optimisation: never let it stop the engine
+            log.warning("state not saved", error=repr(e))
+            slot.unsaved = False
+        return True
+
+    def _save(self, slot: Slot) -> None:
+        """Copy a slot's state out to the tiers, unless a saved state holds it already."""
+        slot.unsaved = False
+        if self.tiers is None or self.tiers.covers(slot.tokens):
+            return
+        t0 = time.perf_counter()
+        payload = copy_out(self._ctx, slot.seq_id)
+        self.stats.cache.timings.append(("save", "copy", time.perf_counter() - t0))
+        if payload:
+            self.tiers.save(list(slot.tokens), payload)
+
+    def _save_before_losing(self, slot: Slot, prompt: list[int], keep: int) -> None:
+        """Save the slot's state when placing ``prompt`` there, keeping ``keep`` tokens, throws
+        some of it away (an eviction)."""
+        if len(slot.tokens) > min(keep, common_prefix(slot.tokens, prompt)):
+            self._save(slot)
+        slot.unsaved = False  # what it keeps is the new prompt's: saved when that one ends
 
     def _step(self) -> None:
         for seq in [s for s in self._running if s.request.stop_event.is_set()]:
@@ -296,6 +439,12 @@ class Scheduler:
             if broken:
                 llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, 0, -1)
                 slot.tokens = []
+            elif error is None and self.tiers is not None:
+                # a paused or ended conversation: its next round may come after the slot is gone.
+                # Saved when the slot is given to another prompt, when the engine is idle, or at
+                # close, not now: a job's rounds follow each other in the same slot, and each
+                # copy stalls the other slots' step.
+                slot.unsaved = True
             slot.busy = False
         TokenSampler.free(seq.chain)
         TokenSampler.free(seq.grammar)

