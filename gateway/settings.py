@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from toolq.settings import DEFAULT_REDIS_URL
@@ -59,16 +59,6 @@ class GatewaySettings(BaseSettings):
     keepalive_s: float = Field(default=15.0, gt=0)  # SSE comment while a job is quiet
     fleet_cache_s: float = Field(default=0.5, ge=0)  # how stale the gateway's view of the fleet may be
     log_level: str = "info"
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_names(cls, data: Any) -> Any:
-        # fleet_cache_s was registry_cache_s: code written against the old name keeps its meaning.
-        if isinstance(data, dict) and "registry_cache_s" in data:
-            data = {k: v for k, v in data.items() if k != "registry_cache_s"} | {
-                "fleet_cache_s": data.get("fleet_cache_s", data["registry_cache_s"])
-            }
-        return data
 
     @field_validator("api_keys", mode="before")
     @classmethod

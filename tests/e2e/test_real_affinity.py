@@ -39,7 +39,7 @@ def stack(redis_url):
     try:
         for w in workers:
             w.wait_ready(180)
-        gw = LiveGateway(GatewaySettings(redis_url=redis_url, registry_cache_s=0, affinity_wait_ms=1000)).start()
+        gw = LiveGateway(GatewaySettings(redis_url=redis_url, fleet_cache_s=0, affinity_wait_ms=1000)).start()
         yield gw, workers
     finally:
         if gw is not None:

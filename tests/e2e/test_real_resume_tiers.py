@@ -78,7 +78,7 @@ async def resume(http: httpx.AsyncClient, job_id: str, view: dict) -> dict:
 
 async def test_a_paused_conversation_whose_slot_was_taken_resumes_from_host_memory(redis_url, tmp_path):
     w = worker(redis_url, tmp_path / "kv")
-    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, registry_cache_s=0)).start()
+    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)).start()
     try:
         async with httpx.AsyncClient(base_url=gateway.url, timeout=120) as http:
             job_id, view = await pause_long_conversation(http)
@@ -103,7 +103,7 @@ async def test_a_paused_conversation_whose_slot_was_taken_resumes_from_host_memo
 async def test_a_paused_conversation_resumes_from_disk_after_a_worker_restart(redis_url, tmp_path):
     kv = tmp_path / "kv"
     w = worker(redis_url, kv)
-    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, registry_cache_s=0)).start()
+    gateway = LiveGateway(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)).start()
     try:
         async with httpx.AsyncClient(base_url=gateway.url, timeout=120) as http:
             job_id, view = await pause_long_conversation(http)

@@ -52,8 +52,8 @@ class Stack:
         ]
         for w in self.workers:
             w.wait_ready()
-        self.gw = LiveGateway(GatewaySettings(redis_url=url, registry_cache_s=0, affinity_wait_ms=WAIT_MS)).start()
-        self.gw_long = LiveGateway(GatewaySettings(redis_url=url, registry_cache_s=0, affinity_wait_ms=60_000)).start()
+        self.gw = LiveGateway(GatewaySettings(redis_url=url, fleet_cache_s=0, affinity_wait_ms=WAIT_MS)).start()
+        self.gw_long = LiveGateway(GatewaySettings(redis_url=url, fleet_cache_s=0, affinity_wait_ms=60_000)).start()
 
     def client(self, gw: LiveGateway | None = None) -> openai.OpenAI:
         return openai.OpenAI(base_url=(gw or self.gw).url + "/v1", api_key="none", max_retries=0, timeout=60)

@@ -73,7 +73,7 @@ KEYS = {"ka": "a", "kb": "b"}
 def gateway_settings(redis_url: str, tenants: dict | None = None, keys_: dict[str, str] = KEYS) -> GatewaySettings:
     return GatewaySettings(
         redis_url=redis_url,
-        registry_cache_s=0,
+        fleet_cache_s=0,
         api_keys=keys_,
         tenants=json.dumps(tenants or {}),
         max_queue_depth=100_000,
@@ -293,9 +293,7 @@ def test_metrics_per_tenant_show_waiting_running_started_tokens_and_429s(redis_u
     """/metrics per tenant: jobs waiting for a fair turn (per model), running, started, tokens,
     and the 429s by reason (queue_full here; the budgets' reasons in the test above)."""
     register_fake_worker(redis_url, MODEL, [])  # the gateway accepts jobs; nothing runs them yet
-    settings = GatewaySettings(
-        redis_url=redis_url, registry_cache_s=0, api_keys={"ka": "a", "kb": "b"}, max_queue_depth=3
-    )
+    settings = GatewaySettings(redis_url=redis_url, fleet_cache_s=0, api_keys={"ka": "a", "kb": "b"}, max_queue_depth=3)
     body = req().model_dump(mode="json")
     r = sync_redis.Redis.from_url(redis_url)
 

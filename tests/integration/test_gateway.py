@@ -424,7 +424,7 @@ async def test_a_submission_no_replica_confirms_is_a_503_and_its_retry_finds_the
     monkeypatch.setenv("TOOLQ_REDIS_WAIT_REPLICAS", "1")
     monkeypatch.setenv("TOOLQ_REDIS_WAIT_TIMEOUT_MS", "50")
     register_fake_worker(redis_url, "alpha", ["say"])
-    s = GatewaySettings(redis_url=redis_url, registry_cache_s=0)
+    s = GatewaySettings(redis_url=redis_url, fleet_cache_s=0)
     async with asgi_client(s) as c:
         first = await c.post("/v1/jobs", json=JOB, headers={"Idempotency-Key": "wk"})
         assert first.status_code == 503 and first.headers["Retry-After"] == "1"

@@ -32,7 +32,7 @@ async def store(redis_url):
 def settings(redis_url) -> GatewaySettings:
     register_fake_worker(redis_url, "m", ["calculate_zorbix"])
     return GatewaySettings(
-        redis_url=redis_url, registry_cache_s=0, api_keys={A: "ta", B: "tb"}, operator_keys=[OP], ui_secret="s" * 32
+        redis_url=redis_url, fleet_cache_s=0, api_keys={A: "ta", B: "tb"}, operator_keys=[OP], ui_secret="s" * 32
     )
 
 
@@ -120,7 +120,7 @@ async def test_pages_without_a_session_go_to_sign_in_and_carry_a_strict_policy(h
 
 async def test_open_mode_needs_no_sign_in_and_shows_every_tenant(redis_url):
     register_fake_worker(redis_url, "m", [])
-    async with asgi_client(GatewaySettings(redis_url=redis_url, registry_cache_s=0)) as http:
+    async with asgi_client(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)) as http:
         assert (await http.get("/ui/api/me")).json() == {"tenant": None, "operator": True, "open": True}
         assert (await http.get("/ui")).status_code == 200
 

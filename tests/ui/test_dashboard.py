@@ -40,7 +40,7 @@ def chromium() -> str:
 @pytest.fixture(scope="module")
 def gateway(chromium) -> Iterator[str]:
     settings_of = lambda url: GatewaySettings(  # noqa: E731
-        redis_url=url, registry_cache_s=0, api_keys={A: "ta", B: "tb"}, operator_keys=[OP], keepalive_s=1
+        redis_url=url, fleet_cache_s=0, api_keys={A: "ta", B: "tb"}, operator_keys=[OP], keepalive_s=1
     )
     with private_redis() as url, served(url, settings_of(url), script=write_rules(RULES, PACE_S)) as gw:
         yield gw.url

@@ -28,7 +28,7 @@ pytestmark = [
 def gateway() -> Iterator[str]:
     chromium_path()
     with private_redis() as url:
-        settings = GatewaySettings(redis_url=url, registry_cache_s=0, api_keys={A: "ta"}, operator_keys=[OP])
+        settings = GatewaySettings(redis_url=url, fleet_cache_s=0, api_keys={A: "ta"}, operator_keys=[OP])
         with served(url, settings, tools=("worker.demo_tools",)) as gw:
             yield gw.url
 

@@ -1,12 +1,11 @@
-"""Gateway settings that were renamed keep their old spelling's meaning (gateway/settings.py)."""
+"""The gateway's fleet cache setting (gateway/settings.py), under its environment name."""
 
 from gateway.settings import GatewaySettings
 
 
-def test_the_fleet_cache_takes_its_old_name_registry_cache_s():
-    assert GatewaySettings(registry_cache_s=0).fleet_cache_s == 0
-    assert GatewaySettings(registry_cache_s=3, fleet_cache_s=1).fleet_cache_s == 1  # the new name wins
+def test_the_fleet_cache_defaults_to_half_a_second():
     assert GatewaySettings().fleet_cache_s == 0.5
+    assert GatewaySettings(fleet_cache_s=0).fleet_cache_s == 0
 
 
 def test_the_fleet_cache_reads_its_environment_name(monkeypatch):
