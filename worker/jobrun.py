@@ -27,6 +27,7 @@ from toolq.protocol import (
     Usage,
     now_ms,
 )
+from toolq.store.arq_link import RunAgain
 from toolq.store.conversation_keys import transcript_keys
 from toolq.store.durability import NotReplicated
 from toolq.store.jobstore import JobEnded, JobNotFound
@@ -63,11 +64,12 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
     except JobEnded:
         return "ended"
     except NotReplicated as e:
-        # its start may not outlive a failover: run nothing, and let another attempt start it
-        log.warning("job start not replicated; handed back", error=str(e))
+        # its start may not outlive a failover: run nothing, and have arq queue it again (its
+        # record on the surviving primary may still say queued, with no lease to recover it by)
+        log.warning("job start not replicated; queued again", error=str(e))
         with suppress(RedisError):
             await state.leases.release(job_id)
-        return StopCause.store_lost.value
+        raise RunAgain() from None
     started_ms = now_ms()
     # the loop's task is made inside, so its spans and the tools' spans are this attempt's children
     with traces.attempt(rec, state.model, started_ms):

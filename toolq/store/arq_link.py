@@ -53,6 +53,7 @@ from arq.connections import ArqRedis
 from arq.constants import expires_extra_ms, in_progress_key_prefix, job_key_prefix, result_key_prefix
 from arq.jobs import serialize_job
 from arq.utils import timestamp_ms
+from arq.worker import Retry as ArqRetry
 from arq.worker import Worker, func
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -281,6 +282,17 @@ class WakeableWorker(Worker):
                 await asyncio.sleep(min(timeout, 0.01))
 
 
+class RunAgain(Exception):
+    """Raised by a job's run when its start could not be recorded durably (a failover under way):
+    arq queues the job again and keeps its job key, as it does for its own ``Retry``. Returning
+    instead would let arq finish the job (drop its key and queue entry) while the record, on the
+    primary that survives, still says ``queued`` with no lease: a job no one would ever run."""
+
+    def __init__(self, defer_s: float = 0.5):
+        super().__init__(f"run again in {defer_s}s")
+        self.defer_s = defer_s
+
+
 def make_worker(
     *,
     model: str,
@@ -307,7 +319,10 @@ def make_worker(
     pool.default_queue_name = keys.queue(model)
 
     async def run_job(ctx: dict[str, Any], job_id: str, attempt: int) -> str:
-        return await run(job_id, attempt)
+        try:
+            return await run(job_id, attempt)
+        except RunAgain as e:
+            raise ArqRetry(defer=e.defer_s) from None
 
     async def startup(ctx: dict[str, Any]) -> None:
         await on_startup(ctx["redis"])
