@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from toolq.protocol import FunctionCall, ToolCall
@@ -284,10 +284,21 @@ def test_unmutated_lenient_forms_parse_back_exactly(original, forms):
     assert out.errors == [] and out.content == ""
 
 
+MARKERS = [f for f in FRAGMENTS if "<|" in f or "\uff5c" in f]
+
+
+def _spells_a_marker(call: ToolCall) -> bool:
+    text = json.dumps(call.function.arguments, ensure_ascii=False)
+    return any(m in text for m in MARKERS)
+
+
 @settings(max_examples=300, deadline=None)
 @given(fmt=st.sampled_from(FORMATS), data=st.data())
 def test_unmutated_outputs_parse_back_exactly(fmt, data):
     original = data.draw(plain_calls if isinstance(fmt, XmlCallFormat | Lfm2Format | Gemma4Format) else calls)
+    # A model writes a format's markers as control tokens, never as text inside an argument (toolq
+    # tokenizes untrusted text as plain text), so arguments that spell one cannot come back the same.
+    assume(not any(_spells_a_marker(c) for c in original))
     out = fmt.parse(fmt.render_tool_calls(original), NAMES)
     assert [(c.name, c.arguments) for c in out.tool_calls] == [(c.name, c.arguments) for c in original]
     assert out.errors == [] and not out.truncated_call
