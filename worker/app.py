@@ -7,7 +7,7 @@ worker's parts to it:
   (toolq/store/fair.py), naming itself so that jobs offered to it first come to it and jobs
   offered to another worker wait for that one a moment (toolq/store/affinity.py);
 - affinity: the worker tells the fleet which conversations it holds (worker/held.py) and its
-  load as each job starts and ends;
+  load when it becomes full or stops being full (worker/load.py);
 - one attempt of a job (worker/jobrun.py), stopped between tokens by its cancel key
   (worker/cancel.py) or its deadline;
 - leases (worker/heartbeat.py, toolq/store/leases.py): a running job's lease is renewed every
@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from toolq.store import affinity, keys
+from toolq.store import keys
 from toolq.store.arq_link import StalledPickups, WakeableWorker, make_worker
 from toolq.store.fair import FairQueue
 from toolq.store.jobstore import JobStore
@@ -114,8 +114,7 @@ def create_worker(
         holder["state"] = state
         if settings.fair_share:
             holder["fair"] = FairQueue(redis)
-        holder["claim"] = affinity.Claimable(redis, worker_id)
-        await affinity.report_load(redis, model, worker_id, 0, max_jobs)
+        await report_load(state, force=True)
         state.background.append(asyncio.create_task(heartbeat(state)))
         state.background.append(asyncio.create_task(services.keep_fresh()))
         log.info(
@@ -159,10 +158,6 @@ def create_worker(
         # a job left to another worker: look again when its wait ends (Redis's clock; a few ms of skew)
         return max(0.0, done.held_until_ms / 1000 - time.time()) + 0.005
 
-    async def claim(arq_ids: list[bytes]) -> list[bytes]:
-        claimable = holder.get("claim")
-        return arq_ids if claimable is None else await claimable(arq_ids)
-
     return make_worker(
         model=model,
         worker_id=worker_id,
@@ -177,5 +172,4 @@ def create_worker(
         shutdown_grace_s=settings.shutdown_grace_s,
         handle_signals=handle_signals,
         feed=feed,
-        claim=claim,
     )

@@ -17,6 +17,7 @@ from toolq.store import affinity, arq_link, fleet, pauses
 from toolq.store.fleet import WorkerInfo
 from worker.endings import StopCause
 from worker.held import engine_holdings
+from worker.load import report_load
 from worker.state import WorkerState
 
 log = structlog.get_logger("toolq.worker")
@@ -80,7 +81,8 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
         ),
         ttl_ms,
     )
-    await state.held.publish(redis, state.worker_id, ttl_ms)
+    await state.held.publish(redis, state.worker_id, ttl_ms, whole=True)
+    await report_load(state, force=True)  # mends a write a Redis outage lost (worker/load.py)
     for running in list(state.running.values()):
         if running.task.done():
             continue

@@ -14,12 +14,12 @@ reports none, and its slots are the capacity).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolq.store.affinity import publish_held
+from toolq.store.affinity import publish_held, update_held
 from worker.generation import EngineStats
 
 MAX_KEYS = 8192  # the held set's bound, whatever the engine says it can hold
@@ -39,12 +39,20 @@ def engine_holdings(stats: EngineStats) -> Holdings:
 
 
 class HeldConversations:
-    """The last ``capacity`` transcripts this worker ran, by their prefix keys."""
+    """The last ``capacity`` transcripts this worker ran, by their prefix keys.
+
+    Transcripts share keys (every conversation with the same system prompt and tools shares its
+    first ones), so each key is counted; what ``publish`` sends after a job is only the keys whose
+    count rose from or fell to zero since the last one, and nothing when none did (a worker that
+    runs the same prefix again and again writes nothing). The heartbeat writes the whole set
+    (``publish(..., whole=True)``), which also mends any change a failed write lost."""
 
     def __init__(self, capacity: int):
         self.capacity = max(1, capacity)
         self._convs: OrderedDict[str, tuple[str, ...]] = OrderedDict()  # last key -> its keys, oldest first
-        self.changed = False
+        self._count: Counter[str] = Counter()  # key -> transcripts held that have it
+        self._added: set[str] = set()  # keys new to the set since the last publish
+        self._dropped: set[str] = set()  # keys gone from the set since the last publish
 
     def record(self, keys: Sequence[str]) -> None:
         """A transcript this worker just ran (its state is in a slot now). One that continues a
@@ -52,32 +60,64 @@ class HeldConversations:
         if not keys:
             return
         mine = set(keys)
+        # added before the old ones go, so a key the transcripts share never reads as dropped
+        for k in set(keys):
+            self._count_up(k)
         for tip in [t for t in self._convs if t in mine]:
-            del self._convs[tip]
+            self._forget(tip)
         self._convs[keys[-1]] = tuple(keys)
         self._trim()
-        self.changed = True
 
     def resize(self, capacity: int) -> None:
         if max(1, capacity) != self.capacity:
             self.capacity = max(1, capacity)
             self._trim()
-            self.changed = True
 
     def _trim(self) -> None:
-        while len(self._convs) > self.capacity or (len(self._convs) > 1 and self._n_keys() > MAX_KEYS):
-            self._convs.popitem(last=False)
+        while len(self._convs) > self.capacity or (len(self._convs) > 1 and len(self._count) > MAX_KEYS):
+            self._forget(next(iter(self._convs)))
 
-    def _n_keys(self) -> int:
-        return sum(len(k) for k in self._convs.values())
+    def _forget(self, tip: str) -> None:
+        for k in set(self._convs.pop(tip)):
+            self._count[k] -= 1
+            if self._count[k] <= 0:
+                del self._count[k]
+                if k in self._added:
+                    self._added.discard(k)  # came and went between two publishes
+                else:
+                    self._dropped.add(k)
+
+    def _count_up(self, k: str) -> None:
+        self._count[k] += 1
+        if self._count[k] == 1:
+            if k in self._dropped:
+                self._dropped.discard(k)  # went and came back between two publishes
+            else:
+                self._added.add(k)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self._added or self._dropped)
 
     def keys(self) -> list[str]:
-        return sorted({k for ks in self._convs.values() for k in ks})
+        return sorted(self._count)
 
     def __len__(self) -> int:
         return len(self._convs)
 
-    async def publish(self, redis: Any, worker_id: str, ttl_ms: int) -> None:
-        """Write the held set (it expires with the registry entry unless published again)."""
-        self.changed = False
-        await publish_held(redis, worker_id, self.keys(), ttl_ms)
+    async def publish(self, redis: Any, worker_id: str, ttl_ms: int, *, whole: bool = False) -> None:
+        """Write the changes to the held set since the last publish, or with ``whole`` the whole set
+        (it expires with the registry entry unless written again)."""
+        added, dropped = self._added, self._dropped
+        if not whole and not added and not dropped:
+            return
+        self._added, self._dropped = set(), set()
+        try:
+            if whole:
+                await publish_held(redis, worker_id, self.keys(), ttl_ms)
+            else:
+                await update_held(redis, worker_id, sorted(added), sorted(dropped), ttl_ms)
+        except BaseException:
+            self._added |= added  # not written: sent with the next publish
+            self._dropped |= dropped
+            raise

@@ -1,7 +1,10 @@
 """This worker's load as dispatch.lua reads it (toolq/store/affinity.py: a preferred worker that is
-full gives its jobs up at once). Written as a job starts, and again as it is about to publish its
-ending: its caller's next request may arrive the moment the ending is out, and must not find this
-worker still counted full."""
+full gives its jobs up at once). dispatch.lua asks only whether every slot runs a job, so the load
+is written when that answer changes, not at every start and end (three writes a job, the largest
+part of what affinity cost a job in bench/bench_capacity.py); the heartbeat writes it whatever,
+which mends a write a Redis outage lost. A job about to publish its ending counts as ended: its
+caller's next request may arrive the moment the ending is out, and must not find this worker
+still counted full."""
 
 from __future__ import annotations
 
@@ -13,8 +16,13 @@ from toolq.store import affinity
 from worker.state import WorkerState
 
 
-async def report_load(state: WorkerState, *, finishing: int = 0) -> None:
-    """Write the jobs this worker runs (less ``finishing``, jobs about to end); best effort."""
+async def report_load(state: WorkerState, *, finishing: int = 0, force: bool = False) -> None:
+    """Write the jobs this worker runs (less ``finishing``, jobs about to end) when whether it is
+    full changed since the last write, or with ``force``; best effort."""
+    running = max(0, state.active - finishing)
+    full = running >= state.max_jobs
+    if not force and full == state.full_reported:
+        return
     with suppress(RedisError):
-        running = max(0, state.active - finishing)
         await affinity.report_load(state.store.redis, state.model, state.worker_id, running, state.max_jobs)
+        state.full_reported = full

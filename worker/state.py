@@ -54,6 +54,7 @@ class WorkerState:
     max_jobs: int
     running: dict[str, RunningJob] = field(default_factory=dict)
     active: int = 0  # attempts the queue handed over and not yet returned (worker/load.py)
+    full_reported: bool | None = None  # what the load in Redis says: full, not full, or unknown (worker/load.py)
     jobs_done: int = 0
     beats: int = 0
     background: list[asyncio.Task] = field(default_factory=list)

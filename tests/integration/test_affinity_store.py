@@ -1,4 +1,5 @@
-"""Affinity in the store, on a real Redis (toolq/store/affinity.py, lua/dispatch.lua, claimable.lua):
+"""Affinity in the store, on a real Redis (toolq/store/affinity.py, lua/dispatch.lua, the pickup in
+lua/arq_start.lua):
 a job offered to a worker is taken by that worker, left alone by the others while it is live,
 has a free slot and its wait runs, and taken by anyone at once when it is gone or full or once
 the wait has passed; the fair share between tenants holds around it; the gateway's matching finds
@@ -17,6 +18,7 @@ from toolq.store import affinity, keys
 from toolq.store.conversation_keys import prefix_keys, request_keys, transcript_keys
 from toolq.store.fair import FairQueue
 from toolq.store.jobstore import JobStore
+from toolq.store.scripts import Script
 
 MODEL = "m"
 
@@ -32,6 +34,21 @@ async def setup(redis_url: str, wait_ms: int, *workers: str) -> tuple[JobStore, 
     for w in workers:
         await affinity.report_load(store.redis, MODEL, w, 0, 1)
     return store, FairQueue(store.redis)
+
+
+async def pickup(store: JobStore, worker: str, arq_ids: list[str]) -> list[str]:
+    """What the worker's look at arq's queue takes of ``arq_ids`` (toolq/store/lua/arq_start.lua)."""
+    taken = await Script(store.redis, "arq_start")(
+        queue=keys.queue(MODEL),
+        reserved=keys.affinity_reserved(MODEL),
+        progress_prefix="test-progress:",
+        mark_ms=60_000,
+        now_ms=int(time.time() * 1000) + 1000,
+        arq_ids="\n".join(arq_ids),
+        limit=len(arq_ids),
+        asking=worker,
+    )
+    return [t.decode() for t in taken[::2]]
 
 
 def test_a_job_offered_to_a_worker_waits_for_it_then_falls_back(redis_url):
@@ -60,12 +77,27 @@ def test_the_preferred_worker_takes_it_and_it_is_reserved_for_it_on_the_queue(re
         job, _ = await store.submit(req(), model=MODEL, prefer="wa")
         mine = await fair.dispatch_for(MODEL, 1, worker="wa")
         assert [(d.job_id, d.placed) for d in mine.chosen] == [(job, "affinity")]
-        arq_id = f"{job}:1".encode()
-        assert await affinity.Claimable(store.redis, "wb")([arq_id]) == []  # another worker leaves it
-        assert await affinity.Claimable(store.redis, "wa")([b"job_x:1", arq_id]) == [
-            arq_id,
-            b"job_x:1",
-        ]  # its own first
+        arq_id = f"{job}:1"
+        await store.redis.zadd(keys.queue(MODEL), {"job_x:1": 0})  # a job no one reserved, ahead of it
+        both = ["job_x:1", arq_id]
+        assert await pickup(store, "wb", both) == ["job_x:1"]  # another worker leaves the reserved job
+        assert await pickup(store, "wa", both) == [arq_id]  # its own worker takes it (job_x is in progress)
+        assert not await store.redis.exists(keys.affinity_reserved(MODEL))  # taken: off the list
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_a_reservation_lapses_so_a_dead_workers_job_is_taken_by_another(redis_url):
+    async def go():
+        store, fair = await setup(redis_url, 5000, "wa", "wb")
+        job, _ = await store.submit(req(), model=MODEL, prefer="wa")
+        await fair.dispatch_for(MODEL, 1, worker="wa")
+        arq_id = f"{job}:1"
+        # wa died before its look at the queue: once the reservation's time has passed, anyone takes it
+        await store.redis.hset(keys.affinity_reserved(MODEL), arq_id, f"wa {int(time.time() * 1000) - 1}")
+        assert await pickup(store, "wb", [arq_id]) == [arq_id]
+        assert not await store.redis.hexists(keys.affinity_reserved(MODEL), arq_id)
         await store.close()
 
     asyncio.run(go())
@@ -179,6 +211,11 @@ def test_the_worker_holding_the_longest_prefix_is_preferred(redis_url):
         other_model = request_keys("another", follow)
         assert await affinity.preferred_worker(store.redis, ["wb", "wa"], other_model) is None
         assert r.ttl(keys.held("wa")) > 0
+        # both hold the opening: either may get a new conversation that starts with it, not always the first
+        await affinity.publish_held(store.redis, "wb", transcript_keys(MODEL, request, answered), 10_000)
+        again = request_keys(MODEL, follow)
+        picks = {await affinity.preferred_worker(store.redis, ["wa", "wb"], again) for _ in range(40)}
+        assert picks == {"wa", "wb"}
         await store.close()
 
     asyncio.run(go())

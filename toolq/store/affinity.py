@@ -2,10 +2,10 @@
 
 **What a worker holds.** Each worker keeps the set ``keys.held(worker)`` of the
 conversation-prefix keys (toolq/store/conversation_keys.py) of the transcripts it ran and still
-holds (worker/held.py decides which), rewritten when it changes and expiring with its registry
+holds (worker/held.py decides which), changed as it changes and expiring with its registry
 entry; its registry entry carries the count and, where its engine says, the bytes per cache tier.
-It also writes its load (``keys.worker_load``: jobs running, most jobs) as each job starts and
-ends, so a full worker is seen at once.
+It also writes its load (``keys.worker_load``: jobs running, most jobs) when it fills up or frees a
+slot (worker/load.py), so a full worker is seen at once.
 
 **Which worker a job is offered to.** A new job (every front door, gateway/submission.py): the
 live worker of its model that holds the longest prefix of its messages (``preferred_worker``),
@@ -23,7 +23,7 @@ next call (it was woken). A job whose worker is gone or full is taken at once, a
 its wait has passed, so affinity never keeps a job from an idle worker past the wait: a worker
 that left a job alone looks again when that job's wait ends (``Round.held_until_ms``). The chosen
 job goes onto arq's shared queue as before; one placed by affinity is reserved for its worker
-there for ``RESERVE_MS`` (toolq/store/lua/claimable.lua, through the worker's ``start_jobs``), so
+there for ``RESERVE_MS`` (``keys.affinity_reserved``, honoured by toolq/store/lua/arq_start.lua), so
 another worker polling at the same moment does not take it. Each placement is counted
 (``placements``) and written to the record's ``placed``. Without fair share (the store's plain
 FIFO mode) there is no waiting room to hold a job in, and affinity is off.
@@ -31,11 +31,11 @@ FIFO mode) there is no waiting room to hold a job in, and affinity is off.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
 from toolq.store import keys
-from toolq.store.scripts import Script
 
 DEFAULT_WAIT_MS = 300  # TOOLQ_AFFINITY_WAIT_MS: a few decode steps of a busy worker, a tenth of a cold prefill
 MAX_WAIT_MS = 60_000
@@ -51,6 +51,18 @@ async def publish_held(redis: Any, worker_id: str, held: Sequence[str], ttl_ms: 
         if held:
             pipe.sadd(key, *held)
             pipe.pexpire(key, ttl_ms)
+        await pipe.execute()
+
+
+async def update_held(redis: Any, worker_id: str, added: Sequence[str], dropped: Sequence[str], ttl_ms: int) -> None:
+    """Add and remove keys of the worker's held set, in one round trip (worker/held.py)."""
+    key = keys.held(worker_id)
+    async with redis.pipeline(transaction=True) as pipe:
+        if dropped:
+            pipe.srem(key, *dropped)
+        if added:
+            pipe.sadd(key, *added)
+        pipe.pexpire(key, ttl_ms)
         await pipe.execute()
 
 
@@ -76,21 +88,23 @@ async def prune_load(redis: Any, model: str, live: set[str]) -> None:
 
 async def preferred_worker(redis: Any, worker_ids: Sequence[str], request_keys: Sequence[str]) -> str | None:
     """The worker among ``worker_ids`` that holds the longest of ``request_keys`` (longest first,
-    toolq.store.conversation_keys.request_keys); None when none holds any. One round trip."""
+    toolq.store.conversation_keys.request_keys); None when none holds any. When several hold that
+    prefix (conversations that share a system prompt and tools, the same opening request), one of
+    them at random: any serves it from cache, and always the first would send it all their work.
+    One round trip."""
     if not worker_ids or not request_keys:
         return None
     async with redis.pipeline(transaction=False) as pipe:
         for w in worker_ids:
             pipe.smismember(keys.held(w), list(request_keys))
         found = await pipe.execute()
-    best: tuple[int, str] | None = None
-    for w, hits in zip(worker_ids, found, strict=True):
-        for i, hit in enumerate(hits):
-            if hit:
-                if best is None or i < best[0]:
-                    best = (i, w)
-                break
-    return best[1] if best else None
+    longest = {
+        w: next((i for i, hit in enumerate(hits) if hit), None) for w, hits in zip(worker_ids, found, strict=True)
+    }
+    best = min((i for i in longest.values() if i is not None), default=None)
+    if best is None:
+        return None
+    return random.choice([w for w, i in longest.items() if i == best])
 
 
 async def placements(redis: Any, model: str) -> dict[str, int]:
@@ -98,18 +112,3 @@ async def placements(redis: Any, model: str) -> dict[str, int]:
     raw = await redis.hgetall(keys.affinity_counts(model))
     got = {k.decode(): int(v) for k, v in raw.items()}
     return {p: got.get(p, 0) for p in PLACEMENTS}
-
-
-class Claimable:
-    """Which jobs read from arq's queue a worker may start (toolq/store/lua/claimable.lua)."""
-
-    def __init__(self, redis: Any, worker_id: str):
-        self.worker_id = worker_id
-        self._script = Script(redis, "claimable")
-
-    async def __call__(self, arq_ids: Sequence[bytes]) -> list[bytes]:
-        if not arq_ids:
-            return []
-        ids = " ".join(i.decode() if isinstance(i, bytes) else i for i in arq_ids)
-        out = await self._script(asking=self.worker_id, job_prefix=keys.JOB_PREFIX, reserve_ms=RESERVE_MS, ids=ids)
-        return [i if isinstance(i, bytes) else str(i).encode() for i in out]

@@ -28,9 +28,8 @@ own parts, and arq's health check writes ``keys.health(worker_id)``. Where it ca
   in-progress key, EXISTS, ZSCORE, MULTI PSETEX EXEC) and an UNWATCH: ``WakeableWorker`` takes the
   whole batch with one script (toolq/store/lua/arq_start.lua) that checks and sets the same key,
   then starts arq's own ``run_job`` for each, as arq does.
-- Affinity (toolq/store/affinity.py): ``WakeableWorker`` overrides ``start_jobs``, the step that
-  starts the ids arq read from the queue, to pass them through its ``claim`` hook first, which
-  skips a job another worker dispatched for itself a moment ago and puts this worker's own first.
+- Affinity (toolq/store/affinity.py): the same script skips a job another worker dispatched for
+  itself a moment ago and takes this worker's own first, so ``WakeableWorker`` names itself.
 - arq offers no way to wake its poll loop, which sleeps ``poll_delay`` (0.5 s by default) between
   looks at the queue: ``WakeableWorker`` overrides the private ``_poll_iteration`` to block on the
   model's wake list instead, which every enqueue pushes to.
@@ -170,9 +169,6 @@ JobHandler = Callable[[str, int], Awaitable[str]]
 # Given the free slots, puts fairly chosen jobs on the queue; may return the seconds until it
 # should be asked again (a job left to another worker stops waiting for it then).
 Feeder = Callable[[int], Awaitable[float | None]]
-# Given the arq ids read from the queue, those this worker may start, in order (affinity's
-# reservation: toolq/store/affinity.py).
-Claimer = Callable[[list[bytes]], Awaitable[list[bytes]]]
 
 
 class WakeableWorker(Worker):
@@ -180,8 +176,8 @@ class WakeableWorker(Worker):
 
     ``wake_key`` None polls as plain arq does (the benchmarks compare the two); ``own_wake_key``
     is this worker's own list, pushed when a job is offered to it first. ``feed``, given the free
-    slots, puts the jobs due next on the queue before each look at it (fair share); ``claim``
-    filters what arq read from the queue before it starts anything (affinity).
+    slots, puts the jobs due next on the queue before each look at it (fair share); ``worker_id``
+    and ``reserved_key`` let the pickup honour affinity's reservations (toolq/store/affinity.py).
     """
 
     def __init__(
@@ -190,14 +186,16 @@ class WakeableWorker(Worker):
         wake_key: str | None = None,
         own_wake_key: str | None = None,
         feed: Feeder | None = None,
-        claim: Claimer | None = None,
+        worker_id: str,
+        reserved_key: str,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
         self.wake_key = wake_key
         self.own_wake_key = own_wake_key
         self.feed = feed
-        self.claim = claim
+        self.worker_id = worker_id
+        self.reserved_key = reserved_key
         self._start: Script | None = None  # toolq/store/lua/arq_start.lua, registered on first use
         self._taken = 0  # jobs start_jobs took in this look at the queue
         self._woken = False  # this look was woken by a wake token (BLPOP)
@@ -205,8 +203,6 @@ class WakeableWorker(Worker):
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs in one round trip: take the jobs no worker has in progress (the same
         check and in-progress mark, toolq/store/lua/arq_start.lua), then run each with arq's run_job."""
-        if self.claim is not None and job_ids:
-            job_ids = await self.claim(list(job_ids))  # affinity first (toolq/store/affinity.py)
         free = self.max_jobs - self.job_counter
         if free <= 0 or not job_ids:
             return
@@ -214,11 +210,13 @@ class WakeableWorker(Worker):
             self._start = Script(self.pool, "arq_start")
         taken = await self._start(
             queue=self.queue_name,
+            reserved=self.reserved_key,
             progress_prefix=in_progress_key_prefix,
             mark_ms=int(self.in_progress_timeout_s * 1000),
             now_ms=timestamp_ms(),
             arq_ids="\n".join(j.decode() for j in job_ids),
             limit=free,
+            asking=self.worker_id,
         )
         self._taken += len(taken) // 2
         for i in range(0, len(taken), 2):
@@ -308,7 +306,6 @@ def make_worker(
     shutdown_grace_s: float,
     handle_signals: bool = True,
     feed: Feeder | None = None,
-    claim: Claimer | None = None,
 ) -> WakeableWorker:
     """An arq worker for the model's queue that runs ``run(job id, attempt)`` for each job.
 
@@ -351,7 +348,8 @@ def make_worker(
         wake_key=keys.wake(model) if wake else None,
         own_wake_key=keys.worker_wake(model, worker_id) if wake else None,
         feed=feed,
-        claim=claim,
+        worker_id=worker_id,
+        reserved_key=keys.affinity_reserved(model),
     )
     worker.ctx["worker_id"] = worker_id
     return worker

@@ -51,7 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from toolq.store import arq_link, keys
+from toolq.store import affinity, arq_link, keys
 from toolq.store.scripts import Script
 
 
@@ -102,6 +102,8 @@ class FairQueue:
             want=want,
             load=keys.worker_load(model),
             counts=keys.affinity_counts(model),
+            reserved=keys.affinity_reserved(model),
+            reserve_ms=affinity.RESERVE_MS,
             asking=worker,
             worker_prefix=keys.WORKER_PREFIX,
             worker_wake_prefix=keys.worker_wake(model, ""),

@@ -170,6 +170,12 @@ def worker_wake(model: str, worker_id: str) -> str:
     return f"{PREFIX}:wake:{model}:{worker_id}"
 
 
+def affinity_reserved(model: str) -> str:
+    """Hash: arq id -> "<worker> <until ms>" of the model's jobs dispatch.lua just placed by affinity,
+    each its worker's alone on arq's queue until then (read and pruned by arq_start.lua)."""
+    return f"{PREFIX}:reserved:{model}"
+
+
 def affinity_counts(model: str) -> str:
     """Hash: how dispatch.lua placed the model's jobs that had a preferred worker -> count
     (``affinity``, ``fallback_wait``, ``fallback_gone``, ``fallback_full``)."""

@@ -23,7 +23,8 @@
 -- job starts as soon as its worker asks, within the wait). So the shares between tenants are
 -- unchanged: whoever starts a job, its tenant's pass advances by one start. How each job with a
 -- preferred worker was placed is counted in KEYS[9] and written to its record (`placed`); a job
--- placed by affinity is reserved for its worker on arq's queue for a moment (claimable.lua).
+-- placed by affinity is reserved for its worker on arq's queue for a moment (KEYS[10], read by
+-- arq_start.lua).
 --
 -- include: now.lua
 -- include: fair_keys.lua
@@ -37,6 +38,7 @@
 -- KEYS[7] started         tenant -> jobs dispatched so far (hash; the per-tenant starts metric)
 -- KEYS[8] load            worker id -> "<jobs running> <most jobs>" (keys.worker_load)
 -- KEYS[9] counts          how jobs with a preferred worker were placed -> count (keys.affinity_counts)
+-- KEYS[10] reserved       arq id -> "<worker> <until ms>" of jobs placed by affinity (keys.affinity_reserved)
 -- ARGV[1] model           the model
 -- ARGV[2] fair_prefix     toolq.store.keys.FAIR_PREFIX
 -- ARGV[3] running_prefix  toolq.store.keys.RUNNING_PREFIX
@@ -48,6 +50,7 @@
 -- ARGV[9] worker_prefix   toolq.store.keys.WORKER_PREFIX (a worker's registry entry)
 -- ARGV[10] worker_wake_prefix  toolq.store.keys.worker_wake(model, ''): a worker's own wake list
 -- ARGV[11] wake_backlog   how many wake tokens a wake list keeps
+-- ARGV[12] reserve_ms     how long a job placed by affinity is its worker's alone on arq's queue
 --
 -- Returns {held_until, job id, tenant, attempt, stored, how, ...}: held_until is the earliest
 -- `prefer_until` of a job left to another worker (0 none), so the caller looks again by then;
@@ -190,6 +193,11 @@ while n_out < want_n do
     if how ~= '' then
       redis.call('HINCRBY', counts, how, 1)
       redis.call('HSET', job_prefix .. '{' .. picked .. '}', 'placed', how, 'placed_ms', now)
+      if how == 'affinity' then
+        local until_ms = now + tonumber(reserve_ms)
+        redis.call('HSET', reserved, arq_id, asking .. ' ' .. until_ms)
+        redis.call('PEXPIRE', reserved, tonumber(reserve_ms) * 2)  -- entries no pickup saw go with it
+      end
     end
     table.insert(out, picked)
     table.insert(out, chosen)
