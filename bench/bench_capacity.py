@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import json
 import os
 import re
 import subprocess
@@ -49,9 +48,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.bench_gateway import GatewayProcess, cpu_s  # noqa: E402  (one gateway process and /proc CPU for both benchmarks)
+from tests.support.endings import Endings  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
-from toolq.store import keys  # noqa: E402
 from toolq.store.scripts import load  # noqa: E402
 
 JOB = {"messages": [{"role": "user", "content": "hi"}]}
@@ -246,58 +245,31 @@ def run_anchor(url: str, args: argparse.Namespace, r: redis_sync.Redis) -> Phase
 
 async def toolq_jobs(urls: list[str], redis_url: str, n: int, concurrency: int) -> float:
     """Post n jobs round robin; seconds from the first POST to the last terminal event."""
-    import redis.asyncio as aioredis
-
-    sub = aioredis.Redis.from_url(redis_url)
-    pubsub = sub.pubsub()
-    await pubsub.subscribe(keys.EVENTS_ALL)
-    mine: set[str] = set()
-    ended: dict[str, float] = {}
-    done = asyncio.Event()
-
-    def check() -> None:
-        if len(mine) == n and mine <= ended.keys():
-            done.set()
-
-    async def watch() -> None:
-        async for msg in pubsub.listen():
-            if msg["type"] == "message":
-                ev = json.loads(msg["data"])
-                if ev["type"] in ("final", "error", "cancelled"):
-                    ended[ev["job_id"]] = time.perf_counter()
-                    check()
-
-    watcher = asyncio.create_task(watch())
     clients = [
         httpx.AsyncClient(base_url=u, timeout=60, limits=httpx.Limits(max_connections=concurrency)) for u in urls
     ]
     gate = asyncio.Semaphore(concurrency)
+    async with Endings(redis_url) as ends:
 
-    async def submit(i: int) -> None:
-        async with gate:
-            for tries in range(3):  # a connection the gateway dropped under load: post again
-                try:
-                    r = await clients[(i + tries) % len(clients)].post("/v1/jobs", json={**JOB, "model": MODEL})
-                    break
-                except httpx.TransportError:
-                    if tries == 2:
-                        raise
-            r.raise_for_status()
-            mine.add(r.json()["job_id"])
+        async def submit(i: int) -> None:
+            async with gate:
+                for tries in range(3):  # a connection the gateway dropped under load: post again
+                    try:
+                        r = await clients[(i + tries) % len(clients)].post("/v1/jobs", json={**JOB, "model": MODEL})
+                        break
+                    except httpx.TransportError:
+                        if tries == 2:
+                            raise
+                r.raise_for_status()
+                ends.expect(r.json()["job_id"])
 
-    try:
-        t0 = time.perf_counter()
-        await asyncio.gather(*(submit(i) for i in range(n)))
-        check()
-        await asyncio.wait_for(done.wait(), timeout=120 + n / 10)
-        return max(ended[j] for j in mine) - t0
-    finally:
-        watcher.cancel()
-        await asyncio.gather(watcher, return_exceptions=True)
-        for c in clients:
-            await c.aclose()
-        await pubsub.aclose()
-        await sub.aclose()
+        try:
+            t0 = time.perf_counter()
+            await asyncio.gather(*(submit(i) for i in range(n)))
+            return await ends.all_ended(n, timeout=120 + n / 10) - t0
+        finally:
+            for c in clients:
+                await c.aclose()
 
 
 class Stack:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import json
 import os
 import statistics
 import sys
@@ -41,12 +40,12 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.support.endings import Endings  # noqa: E402
 from tests.support.gateways import GatewayProcess  # noqa: E402
 from tests.support.otlp_receiver import OtlpReceiver  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402  (the same spawned redis-server the tests use)
 from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
 from toolq.protocol import JobRequest, Message  # noqa: E402
-from toolq.store import keys  # noqa: E402
 from toolq.store.jobstore import JobStore  # noqa: E402
 
 HOLD_S = 0.05  # how long each throughput job keeps its worker busy
@@ -204,49 +203,23 @@ async def throughput(url: str, redis_url: str, model: str, n_jobs: int) -> tuple
     that ended in that window: the workers' pace once the client and the gateway's submit path
     no longer compete with them for the CPU.
     """
-    import redis.asyncio as aioredis
-
-    sub = aioredis.Redis.from_url(redis_url)
-    pubsub = sub.pubsub()
-    await pubsub.subscribe(keys.EVENTS_ALL)
-    mine: set[str] = set()
-    ended: dict[str, float] = {}
-    done = asyncio.Event()
-
-    def check() -> None:
-        if len(mine) == n_jobs and mine <= ended.keys():
-            done.set()
-
-    async def watch() -> None:
-        async for msg in pubsub.listen():
-            if msg["type"] != "message":
-                continue
-            ev = json.loads(msg["data"])
-            if ev["type"] in ("final", "error", "cancelled"):
-                ended[ev["job_id"]] = time.perf_counter()
-                check()
-
-    watcher = asyncio.create_task(watch())
     gate = asyncio.Semaphore(16)
-    async with httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=16)) as http:
+    async with (
+        Endings(redis_url) as ends,
+        httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=16)) as http,
+    ):
 
         async def submit() -> None:
             async with gate:
                 r = await http.post("/v1/jobs", json={**JOB, "model": model})
                 r.raise_for_status()
-                mine.add(r.json()["job_id"])
+                ends.expect(r.json()["job_id"])
 
         t0 = time.perf_counter()
         await asyncio.gather(*(submit() for _ in range(n_jobs)))
         t_submitted = time.perf_counter()
-        check()
-        await asyncio.wait_for(done.wait(), timeout=n_jobs * HOLD_S * 3 + 30)
-    watcher.cancel()
-    await asyncio.gather(watcher, return_exceptions=True)
-    await pubsub.aclose()
-    await sub.aclose()
-    t_end = max(ended[j] for j in mine)
-    late = sum(1 for j in mine if ended[j] > t_submitted)
+        t_end = await ends.all_ended(n_jobs, timeout=n_jobs * HOLD_S * 3 + 30)
+    late = sum(1 for j in ends.mine if ends.at[j] > t_submitted)
     return n_jobs / (t_end - t0), late / (t_end - t_submitted)
 
 

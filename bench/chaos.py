@@ -61,7 +61,7 @@ from redis.exceptions import RedisError
 
 from bench import chaos_fair
 from bench.chaos_fair import FairFigures, FairPlan
-from tests.support.chaos_tools import ran_key, runs_key
+from tests.support.chaos_tools import ended, ran_key, runs_key, wait_for_records
 from tests.support.gateways import GatewayProcess
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
@@ -390,23 +390,6 @@ async def chaos(
             report.redis_outage_ms = (stopped_ms, int(time.time() * 1000))
 
 
-async def wait_all_ended(r: aioredis.Redis, job_ids: list[str], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    pending = list(job_ids)
-    while pending and time.monotonic() < deadline:
-        try:
-            async with r.pipeline(transaction=False) as pipe:
-                for j in pending:
-                    pipe.hget(keys.job(j), "terminal")
-                flags = await pipe.execute()
-            pending = [j for j, f in zip(pending, flags, strict=True) if f != b"1"]
-        except (RedisError, OSError):
-            pass
-        if pending:
-            await asyncio.sleep(0.25)
-    return not pending
-
-
 async def verify(r: aioredis.Redis, jobs: dict[str, str], report: Report) -> None:
     """Read every job's stream and its tool's execution count."""
     for marker, job_id in sorted(jobs.items()):
@@ -482,7 +465,7 @@ async def soak(opts: Options, server: RedisServer, report: Report, t0: float) ->
             else:
                 await submit_all(store, markers, opts, report, jobs, half)
             calm.set()  # no more kills: let every job end
-            report.drained = await wait_all_ended(r, list(jobs.values()), opts.drain_timeout_s)
+            report.drained = await wait_for_records(r, list(jobs.values()), "terminal", ended, opts.drain_timeout_s)
         finally:
             chaos_task.cancel()
             await asyncio.gather(chaos_task, return_exceptions=True)

@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import json
 import signal
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -40,11 +39,11 @@ from typing import Any
 import httpx
 from redis.exceptions import RedisError
 
-from tests.support.chaos_tools import RUNS_DIR_ENV
+from tests.support.chaos_tools import RUNS_DIR_ENV, ended, wait_for_records
+from tests.support.gateways import GatewayProcess
 from tests.support.processes import ToolqProcess
 from tests.support.sentinel_set import SentinelSet
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.local import free_port
 from toolq.store import keys, redis_urls
 
 MODEL = "scripted"
@@ -131,28 +130,6 @@ class FailoverReport:
         lines += self.details
         lines.append("RESULT: " + ("ok" if self.failures == 0 else f"FAILED ({self.failures})"))
         return "\n".join(lines)
-
-
-class GatewayProcess(ToolqProcess):
-    def __init__(self, redis_url: str, env: dict[str, str]):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        args = [sys.executable, "-m", "toolq", "gateway", "--port", str(self.port), "--redis", redis_url]
-        penv = {"TOOLQ_LOG_LEVEL": "warning", "TOOLQ_MAX_QUEUE_DEPTH": "100000", "TOOLQ_API_KEYS": "", **env}
-        super().__init__(args, what="gateway", log_name="gateway", env=penv)
-
-    def wait_ready(self, timeout: float = 60.0) -> GatewayProcess:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{self.output()}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"gateway not ready after {timeout}s:\n{self.output()}")
 
 
 def _marker(seed: int, i: int) -> str:
@@ -266,19 +243,10 @@ async def _chaos(
 
 async def _wait_ended(url: str, job_ids: list[str], timeout: float) -> bool:
     r = redis_urls.async_client(url)
-    deadline = time.monotonic() + timeout
-    pending = list(job_ids)
     try:
-        while pending and time.monotonic() < deadline:
-            try:
-                pending = [j for j in pending if j not in await _terminal(r, pending)]
-            except (RedisError, OSError):
-                pass  # the sentinels still settle
-            if pending:
-                await asyncio.sleep(0.25)
+        return await wait_for_records(r, job_ids, "terminal", ended, timeout)
     finally:
         await r.aclose()
-    return not pending
 
 
 async def _verify(url: str, jobs: dict[str, str], runs_dir: Path, report: FailoverReport) -> None:
@@ -346,7 +314,7 @@ async def _soak(opts: FailoverOptions, cluster: SentinelSet, report: FailoverRep
             for _ in range(opts.workers)
         ]
         procs += workers
-        gateways = [GatewayProcess(url, env) for _ in range(opts.gateways)]
+        gateways = [GatewayProcess(url, env=env) for _ in range(opts.gateways)]
         procs += gateways
         for w in workers:
             await asyncio.to_thread(w.wait_ready, 120.0)

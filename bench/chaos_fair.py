@@ -32,6 +32,7 @@ from typing import Any
 import httpx
 import redis.asyncio as aioredis
 
+from tests.support.chaos_tools import wait_for_records
 from toolq.store import keys
 
 HEAVY, LIGHT, FLOOD, PROBE = "heavy", "light", "flood", "probe"
@@ -213,7 +214,7 @@ async def submit_phases(
     marks["weights submitted"] = (a, since())
     phase1 = [jobs[m] for m, _, _ in bodies[:n1] if m in jobs]
     a = since()
-    await wait_started(r, phase1, timeout=120.0)
+    await wait_for_records(r, phase1, "status", lambda s: s not in (None, b"queued"), 120.0, every_s=0.2)
     marks["weights started"] = (a, since())
     a = since()
     flood.set()
@@ -224,22 +225,6 @@ async def submit_phases(
         await asyncio.sleep(plan.probe_every_s)
         await one(*b)
     marks["probes submitted"] = (a, since())
-
-
-async def wait_started(r: aioredis.Redis, job_ids: list[str], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    pending = list(job_ids)
-    while pending and time.monotonic() < deadline:
-        try:
-            async with r.pipeline(transaction=False) as pipe:
-                for j in pending:
-                    pipe.hget(keys.job(j), "status")
-                st = await pipe.execute()
-            pending = [j for j, s in zip(pending, st, strict=True) if s in (None, b"queued")]
-        except (aioredis.RedisError, OSError):
-            pass
-        if pending:
-            await asyncio.sleep(0.2)
 
 
 async def first_times(r: aioredis.Redis, job_id: str) -> dict[str, Any]:

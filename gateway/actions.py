@@ -60,4 +60,4 @@ async def answer_calls(
         await state.store.answer_actions(job_id, answers, kind, tenant=tenant)
         return (await owned(state, job_id, tenant)).view()
     except JobNotFound:
-        raise JobNotFoundError(f"job {job_id!r} not found", field="job_id") from None
+        raise JobNotFoundError.of(job_id) from None

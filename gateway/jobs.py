@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Path, Query, Response
 
 from gateway.auth import Tenant
-from gateway.sse import MAX_SEQ, event_stream, start_seq
+from gateway.sse import MAX_SEQ, events_after, start_seq
 from gateway.state import GatewayState, State
 from gateway.submission import enqueue
 from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
@@ -30,7 +30,7 @@ async def owned(state: GatewayState, job_id: str, tenant: str) -> JobRecord:
     except JobNotFound:
         rec = None
     if rec is None or rec.tenant != tenant or not rec.submitted:
-        raise JobNotFoundError(f"job {job_id!r} not found", field="job_id")
+        raise JobNotFoundError.of(job_id)
     return rec
 
 
@@ -90,19 +90,20 @@ async def job_events(
     until the terminal event. ``id`` is the event's seq; comments keep an idle connection alive."""
     start = start_seq(after, last_event_id)
     rec = await owned(state, job_id, tenant)
-    if rec.terminal and start >= rec.seq:
-        # Everything, the terminal event included, was delivered: nothing will ever follow. 204 is
-        # what tells an EventSource to stop reconnecting (and JobStore.follow would wait forever).
-        return Response(status_code=204)
-    return event_stream(state.store, job_id, start, state.settings.keepalive_s)
+    return events_after(rec, state.store, start, state.settings.keepalive_s)
 
 
 @router.post("/{job_id}/cancel", response_model=CancelView, responses=_ERRORS)
 async def cancel_job(job_id: JobId, tenant: Tenant, state: State) -> CancelView:
     """Cancel a queued job at once, or ask its worker to stop a running one (within a token)."""
     await owned(state, job_id, tenant)
+    return await cancel_owned(state, job_id)
+
+
+async def cancel_owned(state: GatewayState, job_id: str) -> CancelView:
+    """Cancel a job whose caller was found to own it (the dashboard's cancel too: gateway/ui/api.py)."""
     try:
         status = await state.store.cancel(job_id)
     except JobNotFound:
-        raise JobNotFoundError(f"job {job_id!r} not found", field="job_id") from None
+        raise JobNotFoundError.of(job_id) from None
     return CancelView(job_id=job_id, status=status)

@@ -18,9 +18,11 @@ from collections.abc import AsyncIterator
 import structlog
 from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.responses import Response
 
 from toolq.errors import BadRequest
 from toolq.store.jobstore import JobNotFound, JobStore
+from toolq.store.records import JobRecord
 
 log = structlog.get_logger("toolq.gateway")
 
@@ -58,6 +60,15 @@ async def job_messages(store: JobStore, job_id: str, after: int, keepalive_s: fl
     except RedisError as e:
         # End the stream; the client reconnects with Last-Event-ID and loses nothing.
         log.warning("event stream interrupted", job_id=job_id, error=str(e))
+
+
+def events_after(rec: JobRecord, store: JobStore, after: int, keepalive_s: float) -> Response:
+    """The job's events after ``after``: 204 when it ended and everything, its terminal event
+    included, was delivered (nothing will ever follow; 204 is what tells an EventSource to stop
+    reconnecting, and JobStore.follow would wait forever), else the live stream."""
+    if rec.terminal and after >= rec.seq:
+        return Response(status_code=204)
+    return event_stream(store, rec.job_id, after, keepalive_s)
 
 
 def event_stream(store: JobStore, job_id: str, after: int, keepalive_s: float) -> EventSourceResponse:

@@ -79,6 +79,11 @@ class JobNotFoundError(NotFound):
 
     code = "job_not_found"
 
+    @classmethod
+    def of(cls, job_id: str) -> JobNotFoundError:
+        """The one wording every front door uses for a job it cannot show."""
+        return cls(f"job {job_id!r} not found", field="job_id")
+
 
 class ThreadNotFoundError(NotFound):
     """No such thread for this caller (never created, expired, deleted, or another tenant's)."""

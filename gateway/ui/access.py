@@ -23,7 +23,7 @@ async def visible_job(state: GatewayState, viewer: Viewer, job_id: str) -> JobRe
     except JobNotFound:
         rec = None
     if rec is None or not rec.submitted:
-        raise JobNotFoundError(f"job {job_id!r} not found", field="job_id")
+        raise JobNotFoundError.of(job_id)
     return rec
 
 

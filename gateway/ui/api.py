@@ -13,8 +13,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 
 from gateway.actions import answer_calls
-from gateway.jobs import JobId
-from gateway.sse import MAX_SEQ, event_stream, start_seq
+from gateway.jobs import JobId, cancel_owned
+from gateway.sse import MAX_SEQ, events_after, start_seq
 from gateway.state import GatewayState, State
 from gateway.ui.access import tenant_scope, visible_job
 from gateway.ui.session import Sessions, ViewerDep
@@ -182,7 +182,7 @@ async def job_detail(job_id: JobId, viewer: ViewerDep, state: State) -> JobDetai
     try:
         events = await state.store.events(job_id)
     except JobNotFound:
-        raise JobNotFoundError(f"job {job_id!r} not found", field="job_id") from None
+        raise JobNotFoundError.of(job_id) from None
     request = rec.request
     result = rec.result
     return JobDetail(
@@ -212,19 +212,13 @@ async def job_events(
     browser's EventSource (which sends the session cookie but cannot send an API key)."""
     start = start_seq(after, last_event_id)
     rec = await visible_job(state, viewer, job_id)
-    if rec.terminal and start >= rec.seq:
-        return Response(status_code=204)
-    return event_stream(state.store, job_id, start, state.settings.keepalive_s)
+    return events_after(rec, state.store, start, state.settings.keepalive_s)
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=CancelView, responses=_ERRORS)
 async def cancel(job_id: JobId, viewer: ViewerDep, state: State) -> CancelView:
     await visible_job(state, viewer, job_id)
-    try:
-        status = await state.store.cancel(job_id)
-    except JobNotFound:
-        raise JobNotFoundError(f"job {job_id!r} not found", field="job_id") from None
-    return CancelView(job_id=job_id, status=status)
+    return await cancel_owned(state, job_id)
 
 
 @router.get("/approvals", response_model=list[Approval], responses=_ERRORS)

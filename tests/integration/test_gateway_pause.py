@@ -12,6 +12,7 @@ import pytest
 
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import CALL_ZORBIX, LiveGateway, private_redis
+from tests.support.pauses import GATED_ZORBIX, client_tool
 from tests.support.workers import WorkerProcess, write_rules
 from toolq import Client, SyncClient
 
@@ -26,21 +27,7 @@ RULES = [
     ("zorbix of 15 and 7", CALL_ZORBIX),
     ("", "Hello there."),
 ]
-LOOKUP = {
-    "type": "function",
-    "function": {
-        "name": "lookup_user",
-        "description": "Look a user up in the caller's directory",
-        "parameters": {"type": "object", "properties": {"user": {"type": "string"}}, "required": ["user"]},
-    },
-    "execution": "client",
-}
-GATED_ZORBIX = {
-    "type": "function",
-    "function": {"name": "calculate_zorbix"},
-    "execution": "server",
-    "requires_approval": True,
-}
+LOOKUP = client_tool("lookup_user", "Look a user up in the caller's directory", "user")
 ASK_ANN = {"messages": [{"role": "user", "content": "Who is ann?"}], "tools": [LOOKUP]}
 ASK_ZORBIX = {"messages": [{"role": "user", "content": "Calculate the zorbix of 15 and 7"}], "tools": [GATED_ZORBIX]}
 

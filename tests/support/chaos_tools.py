@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import structlog
+from redis.exceptions import RedisError
 
-from toolq.store import redis_urls
+from toolq.store import keys, redis_urls
 from toolq.tools import tool
 
 RAN_PREFIX = "chaos:ran:"  # + marker: how many times the call ran
@@ -59,3 +63,30 @@ def _append(path: Path, entry: str) -> int:
     with path.open("a", encoding="utf-8") as f:
         f.write(entry + "\n")
     return len(path.read_text(encoding="utf-8").splitlines())
+
+
+async def wait_for_records(
+    r: Any, job_ids: list[str], field: str, done: Callable[[bytes | None], bool], timeout: float, every_s: float = 0.25
+) -> bool:
+    """Poll one field of each job's record until ``done`` holds for every job (True) or the time is
+    up (False). A Redis that is down or failing over is asked again at the next poll: the soaks
+    wait through the outages they cause."""
+    deadline = time.monotonic() + timeout
+    pending = list(job_ids)
+    while pending and time.monotonic() < deadline:
+        try:
+            async with r.pipeline(transaction=False) as pipe:
+                for j in pending:
+                    pipe.hget(keys.job(j), field)
+                values = await pipe.execute()
+            pending = [j for j, v in zip(pending, values, strict=True) if not done(v)]
+        except (RedisError, OSError):
+            pass
+        if pending:
+            await asyncio.sleep(every_s)
+    return not pending
+
+
+def ended(terminal: bytes | None) -> bool:
+    """``done`` for wait_for_records(..., "terminal", ...)."""
+    return terminal == b"1"

@@ -1,12 +1,35 @@
 """Paused jobs made straight in Redis, as a worker leaves them, for tests of the answer path that
-need no worker."""
+need no worker; and the tool definitions that make a real job pause (a client tool, a gated one)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from toolq.protocol import EventType, JobRequest, JobStatus, Message, PendingAction, now_ms
 from toolq.store.jobstore import JobStore
+
+
+def client_tool(name: str, description: str, param: str) -> dict[str, Any]:
+    """A tool the caller runs: the job pauses for its result (requires_action)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": {param: {"type": "string"}}, "required": [param]},
+        },
+        "execution": "client",
+    }
+
+
+WEATHER = client_tool("get_weather", "The current weather in a city", "city")
+# the worker's own calculate_zorbix, run only once the caller approves the call
+GATED_ZORBIX = {
+    "type": "function",
+    "function": {"name": "calculate_zorbix"},
+    "execution": "server",
+    "requires_approval": True,
+}
 
 
 def pending(call_id: str, kind: Literal["client", "approval"], name: str = "lookup") -> PendingAction:

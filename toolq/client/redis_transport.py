@@ -28,7 +28,7 @@ DIRECT_TENANT = "default"  # direct-mode jobs belong to the tenant an open gatew
 # Every error the store raises to the SDK, most specific first, as the error the gateway would
 # answer for it (toolq.errors), given the store's exception and the job it was about.
 STORE_ERRORS: tuple[tuple[type[Exception], Callable[[Exception, str], errors.ToolqError]], ...] = (
-    (JobNotFound, lambda e, job_id: errors.JobNotFoundError(f"job {job_id!r} not found", field="job_id")),
+    (JobNotFound, lambda e, job_id: errors.JobNotFoundError.of(job_id)),
     (QueueAtLimit, lambda e, job_id: errors.QueueFull(f"{e}; retry later", retry_after_s=1)),
     (NotSubmitted, lambda e, job_id: errors.InvalidRequest(f"the job was not submitted: {e}")),
     (NotReplicated, lambda e, job_id: errors.NotReplicatedError(f"{e}; retry with the same idempotency key")),
