@@ -142,11 +142,16 @@ def test_follow_ups_go_to_the_worker_that_ran_the_earlier_turn(stack: Stack):
         assert answer["content"] == "Done."
         rec, earlier = stack.record(job2), stack.record(job)
         assert (rec.prefer, rec.worker, rec.placed) == (earlier.worker, earlier.worker, "affinity")
-    # /v1/models shows each worker's cache, and how jobs were placed
-    models = httpx.get(stack.gw.url + "/v1/models").json()["data"]
-    view = next(m for m in models if m["id"] == MODEL)
+    # /v1/models shows each worker's cache (as of its last heartbeat), and how jobs were placed
+    deadline = time.monotonic() + 10
+    while True:
+        models = httpx.get(stack.gw.url + "/v1/models").json()["data"]
+        view = next(m for m in models if m["id"] == MODEL)
+        held = {c["worker"]: c["conversations"] for c in view["caches"]}
+        if all(held.get(w) == 1 for w in ran) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert {c["worker"] for c in view["caches"]} == {w.worker_id for w in stack.workers}
-    held = {c["worker"]: c["conversations"] for c in view["caches"]}
     assert all(held[w] == 1 for w in ran), held  # one slot: the conversation it ran last
     assert all(c["bytes"] == {} for c in view["caches"])  # the scripted engine reports no tiers
     assert view["placements"]["affinity"] >= 6
@@ -216,6 +221,39 @@ def test_a_resumed_pause_goes_back_to_its_worker(stack: Stack):
         wait_ended(stack, job)
         rec = stack.record(job)
         assert (rec.attempt, rec.prefer, rec.worker, rec.placed) == (2, paused_on[job], paused_on[job], "affinity")
+
+
+def test_a_threads_next_run_goes_to_the_worker_that_ran_its_last(stack: Stack):
+    http = httpx.Client(base_url=stack.gw.url, timeout=30)
+    firsts = {}
+    for i in range(4):  # first runs posted together, so both workers take some
+        tid = http.post("/v1/threads", json={}).json()["id"]
+        # the first run calls the caller's tool; answered, it ends with "Done."
+        body = {"messages": [{"role": "user", "content": f"thread {i}"}], "tools": [{**LOOKUP, "execution": "client"}]}
+        r = http.post(f"/v1/threads/{tid}/runs", json=body)
+        assert r.status_code in (200, 201, 202), r.text
+        firsts[tid] = r.json()["job_id"]
+    for first in firsts.values():
+        deadline = time.monotonic() + 20
+        while stack.record(first).status.value != "requires_action":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    for first in firsts.values():
+        call = stack.record(first).required_action.calls[0]
+        r = http.post(f"/v1/jobs/{first}/tool_results", json=[{"tool_call_id": call.id, "content": "ok"}])
+        assert r.status_code == 200, r.text
+    for first in firsts.values():
+        wait_ended(stack, first)
+    ran = {tid: stack.record(first).worker for tid, first in firsts.items()}
+    assert set(ran.values()) == {w.worker_id for w in stack.workers}, "both workers ran first runs"
+    for tid, worker in ran.items():
+        r = http.post(f"/v1/threads/{tid}/runs", json={"messages": [{"role": "user", "content": "and then?"}]})
+        assert r.status_code in (200, 201, 202), r.text
+        run = r.json()["job_id"]
+        wait_ended(stack, run)
+        rec = stack.record(run)
+        assert (rec.prefer, rec.worker, rec.placed) == (worker, worker, "affinity")
+    http.close()
 
 
 def test_zz_a_follow_up_whose_worker_was_killed_runs_on_the_other(stack: Stack):

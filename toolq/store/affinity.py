@@ -11,7 +11,9 @@ slot (worker/load.py), so a full worker is seen at once.
 live worker of its model that holds the longest prefix of its messages (``preferred_worker``),
 which covers a chat completion whose messages extend an earlier job's transcript and a Response
 with ``previous_response_id`` (its request is that transcript plus the new input). A resumed pause:
-the worker that ran the paused attempt (the record's ``worker``, answer.lua). The record keeps
+the worker that ran the paused attempt (the record's ``worker``, answer.lua). A thread's next run:
+the worker that ran its last run, of the same model (the thread's ``holder``, thread_end.lua and
+thread_turns.lua). The record keeps
 ``prefer`` and ``prefer_until`` (now + the wait, ``TOOLQ_AFFINITY_WAIT_MS``), and that worker is
 woken on its own wake list.
 

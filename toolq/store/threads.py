@@ -312,6 +312,8 @@ class ThreadStore:
             weight=policy.weight if policy else None,
             max_running=(policy.max_running or 0) if policy else None,
             job_tokens=policy.job_tokens if policy else None,
+            prefer_wait_ms=self.jobs.affinity_wait_ms,
+            worker_wake_prefix=keys.worker_wake(model, ""),
         )
         code, active = int(code), _text(active) or None
         if code == -3:

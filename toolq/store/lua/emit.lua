@@ -19,6 +19,7 @@
 -- include: webhook_record.lua
 -- include: arq_enqueue.lua
 -- include: fair_enqueue.lua
+-- include: affinity_prefer.lua
 -- include: thread_turns.lua
 -- include: thread_end.lua
 --

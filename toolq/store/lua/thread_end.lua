@@ -16,6 +16,10 @@ local function thread_end(job, job_id, status, produced, thread_prefix, job_pref
     redis.call('ZREM', tkey .. ':waiting', job_id)
     return
   end
+  local ran = redis.call('HMGET', job, 'worker', 'model')
+  if ran[1] and ran[1] ~= '' then  -- it holds the thread's state now: the next run is offered to it
+    redis.call('HSET', tkey, 'holder', ran[1], 'holder_model', ran[2] or '')
+  end
   local keep = (status == 'succeeded' and f[3] ~= 'none') or f[3] == 'partial'
   if keep and produced ~= '' then
     local msgs = cjson.decode(produced)

@@ -14,6 +14,7 @@
 -- include: arq_enqueue.lua
 -- include: fair_keys.lua
 -- include: fair_enqueue.lua
+-- include: affinity_prefer.lua
 -- include: thread_turns.lua
 -- include: job_index.lua
 --
@@ -60,6 +61,9 @@
 -- ARGV[31] weight         the tenant's weight to record; '' leaves the recorded one
 -- ARGV[32] max_running    the tenant's cap to record; '' leaves it, '0' no cap
 -- ARGV[33] job_tokens     the run's token cap, kept in its record (worker/budget.py); '' none
+-- ARGV[34] prefer_wait_ms how long other workers leave the run to the worker that ran the thread's
+--                         last run (thread_turns.lua: thread_start); 0 none
+-- ARGV[35] worker_wake_prefix  toolq.store.keys.worker_wake(model, '')
 --
 -- Returns {1, ''} started, {2, active} waiting behind the active run, {3, active} waiting while
 -- the active run is being stopped, {-1, active} rejected, {-3, ''} no such thread.
@@ -83,7 +87,8 @@ redis.call('HSET', job, 'request', req_head .. req_input .. req_tail, 'model', m
            'th_head', req_head, 'th_lead', lead, 'th_input', req_input, 'th_tail', req_tail,
            'th_arq_job', arq_job, 'th_arq_result', arq_result, 'th_queue', queue, 'th_arq_id', arq_id,
            'th_payload', payload, 'th_expires_ms', expires_ms, 'th_wake', wake, 'th_wake_backlog', wake_backlog,
-           'th_fair', fair_prefix, 'th_priority', priority)
+           'th_fair', fair_prefix, 'th_priority', priority,
+           'th_prefer_wait', prefer_wait_ms, 'th_worker_wake', worker_wake_prefix)
 if job_tokens ~= '' then redis.call('HSET', job, 'job_tokens', job_tokens) end
 if weight ~= '' then redis.call('HSET', weights, tenant, weight) end
 if max_running ~= '' then redis.call('HSET', caps, tenant, max_running) end

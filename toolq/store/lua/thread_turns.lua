@@ -1,5 +1,5 @@
 -- Shared by the thread scripts (`-- include: thread_turns.lua`, after arq_enqueue.lua, now.lua,
--- and, where a run may start, fair_keys.lua and fair_enqueue.lua): whose turn it is on a thread. toolq/store/threads.py explains the model: a thread has
+-- and, where a run may start, fair_keys.lua, fair_enqueue.lua and affinity_prefer.lua): whose turn it is on a thread. toolq/store/threads.py explains the model: a thread has
 -- at most one active run (its hash's `active`); others wait in `<thread>:waiting`, scored by turn.
 -- A thread's keys are its hash key plus a suffix (toolq/store/keys.py: thread_*).
 
@@ -21,11 +21,14 @@ end
 -- becomes the active run, and it is queued (arq job, wake token) as POST /v1/jobs would: under
 -- fair share (the record's th_fair holds toolq.store.keys.FAIR_PREFIX) it joins its tenant's
 -- waiting set and takes its tenant's fair turn (fair_enqueue.lua), whether it starts at once or
--- after the run before it ended; otherwise straight onto arq's queue.
+-- after the run before it ended; otherwise straight onto arq's queue. Under fair share the run is
+-- offered first to the worker that ran the thread's last run (the thread's `holder`, written by
+-- thread_end.lua), which holds the thread's state (toolq/store/affinity.py), when that run was of
+-- the same model.
 local function thread_start(tkey, jkey, run_id)
   local r = redis.call('HMGET', jkey, 'th_head', 'th_input', 'th_tail', 'th_arq_job', 'th_arq_result',
                        'th_queue', 'th_arq_id', 'th_payload', 'th_expires_ms', 'th_wake', 'th_wake_backlog',
-                       'th_lead', 'th_fair', 'model', 'tenant', 'th_priority')
+                       'th_lead', 'th_fair', 'model', 'tenant', 'th_priority', 'th_prefer_wait', 'th_worker_wake')
   local history = redis.call('LRANGE', tkey .. ':messages', 0, -1)
   local body = table.concat(history, ',')
   if #history > 0 and r[2] ~= '' then body = body .. ',' end
@@ -38,6 +41,10 @@ local function thread_start(tkey, jkey, run_id)
     local m, tenant = r[14], r[15]
     local priority = (r[16] and r[16] ~= '') and r[16] or '0'
     arq_store(r[4], r[5], r[7], payload, r[9])
+    local holder = redis.call('HMGET', tkey, 'holder', 'holder_model')
+    if holder[1] and holder[1] ~= '' and holder[2] == m and r[17] and r[18] then
+      affinity_prefer(jkey, holder[1], r[17], r[18], r[11])
+    end
     fair_enqueue(fair_model_key(fp, m, 'tenants'), fair_model_key(fp, m, 'passes'), fair_model_key(fp, m, 'vtime'),
                  fair_waiting_key(fp, m, tenant), fair_model_key(fp, m, 'seq'), '', '',
                  tenant, run_id, priority, '', '')
