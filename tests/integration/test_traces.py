@@ -11,6 +11,7 @@ import secrets
 
 import httpx
 import pytest
+import redis as redis_lib
 
 from tests.integration.test_gateway import sse_events
 from tests.support.gateways import GatewayProcess
@@ -166,3 +167,35 @@ async def test_without_a_traceparent_the_gateway_starts_the_trace(traced):
         t.one("execute_tool convert_glorp", "toolq-tools").parent_id
         == t.one("execute_tool convert_glorp", "toolq-worker").span_id
     )
+
+
+async def test_the_sdk_carries_its_callers_span_in_both_modes(traced, redis_url):
+    """An application that traces with OpenTelemetry of its own submits through the SDK inside
+    its span: over HTTP the gateway's submit span continues it; in Redis mode the job's record
+    carries it, and the worker's spans continue it."""
+    from opentelemetry import trace as otel
+
+    from toolq import Client
+    from toolq.store import keys
+
+    receiver, gateway, _, _ = traced
+    r = redis_lib.Redis.from_url(redis_url)
+    for mode in ("http", "redis"):
+        trace_id, span_id = secrets.randbits(128), secrets.randbits(64)
+        caller = otel.NonRecordingSpan(
+            otel.SpanContext(trace_id, span_id, is_remote=False, trace_flags=otel.TraceFlags(otel.TraceFlags.SAMPLED))
+        )
+        client = Client(gateway.url) if mode == "http" else Client(redis_url=redis_url)
+        async with client:
+            with otel.use_span(caller):
+                job_id = await client.submit("hi", model="scripted", tools=["convert_glorp", "trace_meta"])
+            await client.result(job_id, timeout=30)
+        want = f"{trace_id:032x}"
+        t = Trace(receiver.wait_for(lambda spans, w=want: Trace(spans, w).has("attempt")), want)
+        if mode == "http":
+            submit = t.one("submit", "toolq-gateway")
+            above = t.lineage(submit)
+            assert (above[-1] if above else submit).parent_id == f"{span_id:016x}"
+        else:
+            assert r.hget(keys.job(job_id), "traceparent").decode() == f"00-{want}-{span_id:016x}-01"
+        assert t.one("attempt", "toolq-worker").attributes["toolq.job_id"] == job_id

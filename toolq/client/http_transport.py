@@ -15,6 +15,7 @@ from toolq import errors
 from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.client.transport import Retryable, StreamEnded
 from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
+from toolq.tracing.carrier import caller_carrier
 
 __all__ = ["ClientSettings", "HttpTransport"]
 
@@ -62,6 +63,9 @@ class HttpTransport:
 
     async def submit(self, request: JobRequest, idempotency_key: str | None) -> str:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        trace = caller_carrier()  # the caller's span: the job's spans continue its trace (gateway/tracing.py)
+        if trace:
+            headers.update(trace.as_dict())
         body = await self._call(
             "POST", "/v1/jobs", json=request.model_dump(mode="json", exclude_unset=True), headers=headers
         )

@@ -20,6 +20,7 @@ from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
 from toolq.store.durability import NotReplicated
 from toolq.store.fleet import read_fleet
 from toolq.store.jobstore import JobNotFound, JobStore, NotSubmitted, QueueAtLimit
+from toolq.tracing.carrier import caller_carrier
 
 __all__ = ["DIRECT_TENANT", "STORE_ERRORS", "RedisTransport", "store_errors"]
 
@@ -57,8 +58,14 @@ class RedisTransport:
     async def submit(self, request: JobRequest, idempotency_key: str | None) -> str:
         with store_errors():
             model = (await read_fleet(self.store.redis)).resolve(request)
+            trace = caller_carrier()  # the caller's span: the job's spans continue its trace
             job_id, _ = await self.store.submit(
-                request, model=model, tenant=DIRECT_TENANT, idempotency_key=idempotency_key
+                request,
+                model=model,
+                tenant=DIRECT_TENANT,
+                idempotency_key=idempotency_key,
+                traceparent=trace.traceparent if trace else None,
+                tracestate=trace.tracestate if trace else None,
             )
         return job_id
 

@@ -17,7 +17,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from toolq.tracing import switch
 
-__all__ = ["TraceCarrier", "current_carrier", "parent_context"]
+__all__ = ["TraceCarrier", "caller_carrier", "current_carrier", "parent_context"]
 
 _W3C = TraceContextTextMapPropagator()
 MAX_TRACESTATE = 512  # the W3C recommendation for what a receiver must keep
@@ -35,6 +35,13 @@ def current_carrier() -> TraceCarrier | None:
     """The current span's context, to send along; None when tracing is off or no span is current."""
     if not switch.on():
         return None
+    return caller_carrier()
+
+
+def caller_carrier() -> TraceCarrier | None:
+    """The current span's context whoever made it: for the SDK (toolq/client/), whose caller
+    traces with OpenTelemetry of its own, not with toolq's switch. With the API alone (no SDK
+    installed) no span is ever current, and this is None."""
     out: dict[str, str] = {}
     _W3C.inject(out)
     parent = out.get("traceparent")
