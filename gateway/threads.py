@@ -36,6 +36,7 @@ from toolq.thread_api import (
     ThreadView,
     page,
 )
+from toolq.tracing import current_carrier, entry_kind, genai, span
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"])
 ThreadId = Annotated[str, Path(min_length=1, max_length=128, description="the thread id from POST /v1/threads")]
@@ -177,20 +178,28 @@ async def create_run(
     apply_caps(job, state.settings)
     await check_budgets(state, tenant)
     model = (await state.fleet.get()).resolve(job)
-    try:
-        placed = await threads_of(state).run(
-            tenant,
-            thread_id,
-            job,
-            model=model,
-            strategy=body.multitask_strategy,
-            keep_partial=body.partial_history,
-            policy=policy_of(state.settings.tenants, tenant),
-        )
-    except ThreadNotFound:
-        raise not_found(thread_id) from None
-    except RunRejected as e:
-        raise RunActive(str(e), field="multitask_strategy") from None
+    # traced as a submit is (gateway/submission.py): the run's spans continue this one
+    attributes = {genai.TENANT: tenant, genai.REQUEST_MODEL: model, "toolq.thread_id": thread_id}
+    with span("submit", kind=entry_kind(), attributes=attributes) as s:
+        trace = current_carrier()
+        try:
+            placed = await threads_of(state).run(
+                tenant,
+                thread_id,
+                job,
+                model=model,
+                strategy=body.multitask_strategy,
+                keep_partial=body.partial_history,
+                policy=policy_of(state.settings.tenants, tenant),
+                traceparent=trace.traceparent if trace else None,
+                tracestate=trace.tracestate if trace else None,
+            )
+        except ThreadNotFound:
+            raise not_found(thread_id) from None
+        except RunRejected as e:
+            raise RunActive(str(e), field="multitask_strategy") from None
+        if s.is_recording():
+            s.set_attribute(genai.JOB_ID, placed.job_id)
     return RunAccepted(
         job_id=placed.job_id,
         thread_id=thread_id,

@@ -199,3 +199,23 @@ async def test_the_sdk_carries_its_callers_span_in_both_modes(traced, redis_url)
         else:
             assert r.hget(keys.job(job_id), "traceparent").decode() == f"00-{want}-{span_id:016x}-01"
         assert t.one("attempt", "toolq-worker").attributes["toolq.job_id"] == job_id
+
+
+async def test_a_thread_run_is_traced_as_a_submitted_job(traced):
+    receiver, gateway, worker, _ = traced
+    trace_id, client_span = secrets.token_hex(16), secrets.token_hex(8)
+    headers = {"traceparent": f"00-{trace_id}-{client_span}-01"}
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+        thread_id = (await http.post("/v1/threads", json={})).json()["id"]
+        body = {"model": "scripted", "messages": [{"role": "user", "content": "hi"}], "tools": ["convert_glorp"]}
+        created = await http.post(f"/v1/threads/{thread_id}/runs", json=body, headers=headers)
+        assert created.status_code in (200, 201, 202), created.text
+        job_id = created.json()["job_id"]
+        events = sse_events((await http.get(f"/v1/jobs/{job_id}/events")).text)
+    assert events[-1]["type"] == "final", worker.output()
+    t = Trace(receiver.wait_for(lambda spans: Trace(spans, trace_id).has("submit", "attempt")), trace_id)
+    submit = t.one("submit", "toolq-gateway")
+    assert submit.attributes["toolq.thread_id"] == thread_id and submit.attributes["toolq.job_id"] == job_id
+    above = t.lineage(submit)
+    assert (above[-1] if above else submit).parent_id == client_span
+    assert t.one("attempt", "toolq-worker").parent_id == submit.span_id

@@ -258,6 +258,8 @@ class ThreadStore:
         keep_partial: bool = False,
         lead: int = 0,
         policy: TenantPolicy | None = None,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> RunPlaced:
         """A run of ``request`` (its messages are the new input) on the thread, placed by
         ``strategy`` against the active run; its first ``lead`` messages stay ahead of the thread's
@@ -265,7 +267,8 @@ class ThreadStore:
 
         Under fair share (the JobStore's ``fair``) a run, whether it starts at once or when the run
         before it ends, waits in its tenant's set for its fair turn as a submitted job does;
-        ``policy`` records the tenant's weight and cap and the run's token cap, as for a submit."""
+        ``policy`` records the tenant's weight and cap and the run's token cap, as for a submit;
+        ``traceparent`` / ``tracestate`` the trace the run's spans continue, as for a submit."""
         job_id = new_job_id()
         created = now_ms()
         head, tail = _event_parts(
@@ -314,6 +317,8 @@ class ThreadStore:
             job_tokens=policy.job_tokens if policy else None,
             prefer_wait_ms=self.jobs.affinity_wait_ms,
             worker_wake_prefix=keys.worker_wake(model, ""),
+            traceparent=traceparent or "",
+            tracestate=tracestate or "",
         )
         code, active = int(code), _text(active) or None
         if code == -3:

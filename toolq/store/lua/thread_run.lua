@@ -64,6 +64,8 @@
 -- ARGV[34] prefer_wait_ms how long other workers leave the run to the worker that ran the thread's
 --                         last run (thread_turns.lua: thread_start); 0 none
 -- ARGV[35] worker_wake_prefix  toolq.store.keys.worker_wake(model, '')
+-- ARGV[36] traceparent    the W3C trace context the run's spans continue (toolq/tracing/carrier.py); '' none
+-- ARGV[37] tracestate     its tracestate; '' none
 --
 -- Returns {1, ''} started, {2, active} waiting behind the active run, {3, active} waiting while
 -- the active run is being stopped, {-1, active} rejected, {-3, ''} no such thread.
@@ -90,6 +92,7 @@ redis.call('HSET', job, 'request', req_head .. req_input .. req_tail, 'model', m
            'th_fair', fair_prefix, 'th_priority', priority,
            'th_prefer_wait', prefer_wait_ms, 'th_worker_wake', worker_wake_prefix)
 if job_tokens ~= '' then redis.call('HSET', job, 'job_tokens', job_tokens) end
+if traceparent ~= '' then redis.call('HSET', job, 'traceparent', traceparent, 'tracestate', tracestate) end
 if weight ~= '' then redis.call('HSET', weights, tenant, weight) end
 if max_running ~= '' then redis.call('HSET', caps, tenant, max_running) end
 local ev = head .. '1' .. tail
