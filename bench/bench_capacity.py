@@ -2,7 +2,7 @@
 and where the limit is, against arq's own empty jobs through the same Redis in the same run.
 
     .venv/bin/python bench/bench_capacity.py [--jobs 2000] [--workers 2] [--gateways 2]
-        [--slots 16] [--concurrency 64] [--arq-jobs 4000] [--sample 200]
+        [--slots 16] [--concurrency 64] [--arq-jobs 4000] [--sample 200] [--job-s 0]
 
 One redis-server of its own on a free port, nothing persisted. Everything real except the model:
 
@@ -11,8 +11,9 @@ One redis-server of its own on a free port, nothing persisted. Everything real e
    nothing; ``--arq-jobs`` jobs are enqueued with ``ArqRedis.enqueue_job`` by ``--concurrency``
    tasks, and the figure runs from the first enqueue to the queue's last job finished.
 2. toolq: ``--gateways`` ``toolq gateway`` processes and ``--workers`` ``toolq worker --engine
-   scripted`` processes (``--slots`` jobs each, one instant token per job, the default lease and
-   heartbeat), and ``--jobs`` jobs posted to /v1/jobs round robin by ``--concurrency`` tasks;
+   scripted`` processes (``--slots`` jobs each, one instant token per job, or with ``--job-s``
+   40 tokens spread over that many seconds, as a job that generates for a while; the default
+   lease and heartbeat), and ``--jobs`` jobs posted to /v1/jobs round robin by ``--concurrency`` tasks;
    the figure runs from the first POST to the last terminal event, read on ``toolq:events``.
 3. Where the commands go: ``--sample`` more toolq jobs under MONITOR (its cost is kept out of
    the figures of 2): every command a client sent, and every script call by script name with the
@@ -277,7 +278,10 @@ class Stack:
 
     def __init__(self, url: str, args: argparse.Namespace):
         self.gateways = [GatewayProcess(url) for _ in range(args.gateways)]
-        rules = write_rules([("", "ok")])  # "ok" is one scripted token
+        if args.job_s > 0:  # jobs that run for a while: 40 scripted tokens of 4 characters, spread over job_s
+            rules = write_rules([("", "abcd" * 40)], token_delay_s=args.job_s / 40)
+        else:
+            rules = write_rules([("", "ok")])  # "ok" is one scripted token
         env = {
             "TOOLQ_SLOTS": str(args.slots),
             "TOOLQ_LOG_LEVEL": "warning",
@@ -499,6 +503,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gateways", type=int, default=2)
     p.add_argument("--slots", type=int, default=16, help="jobs each worker runs at once")
     p.add_argument("--concurrency", type=int, default=64, help="jobs the client keeps in flight")
+    p.add_argument(
+        "--job-s", type=float, default=0.0, help="seconds each toolq job generates (0: it answers at once)"
+    )
     p.add_argument("--sample", type=int, default=200, help="jobs run under MONITOR for the breakdown (0: none)")
     p.add_argument("--idle-s", type=float, default=5.0, help="seconds of idle Redis measured before each phase")
     p.add_argument("--arq-worker", metavar="URL", help=argparse.SUPPRESS)

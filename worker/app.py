@@ -33,6 +33,7 @@ from toolq.store.fair import FairQueue
 from toolq.store.jobstore import JobStore
 from toolq.store.leases import Leases
 from toolq.tools import load_tool_modules
+from worker.cancel import watch_cancels
 from worker.conversation import ConversationLoop
 from worker.formats.choice import choose_format
 from worker.generation import Engine
@@ -116,6 +117,7 @@ def create_worker(
             holder["fair"] = FairQueue(redis)
         await report_load(state, force=True)
         state.background.append(asyncio.create_task(heartbeat(state)))
+        state.background.append(asyncio.create_task(watch_cancels(state)))
         state.background.append(asyncio.create_task(services.keep_fresh()))
         log.info(
             "worker ready",

@@ -34,7 +34,6 @@ from toolq.store.jobstore import JobEnded, JobNotFound
 from toolq.store.records import JobRecord
 from worker import traces
 from worker.budget import job_token_cap, over_budget, over_budget_message, watch_budget
-from worker.cancel import watch_cancel
 from worker.conversation import LoopOutcome, LoopState
 from worker.endings import Cancelled, Ending, Failed, Finished, HandedBack, Paused, StopCause, classify
 from worker.events import EventLog
@@ -80,7 +79,7 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
 
 async def _attempt(state: WorkerState, rec: JobRecord, events: EventLog, started_ms: int) -> tuple[str, Usage]:
     """The attempt once started: returns the word for the queue's log and the tokens it used."""
-    store, job_id, attempt = state.store, rec.job_id, rec.attempt
+    job_id, attempt = rec.job_id, rec.attempt
     request, checkpoint = rec.request, rec.checkpoint
     queue_ms = max(0, started_ms - (rec.created_ms or started_ms)) if attempt == 1 else 0
     loop_state = LoopState.from_checkpoint(checkpoint) if checkpoint else None
@@ -98,7 +97,6 @@ async def _attempt(state: WorkerState, rec: JobRecord, events: EventLog, started
     running = RunningJob(job_id, attempt, stop_event, task, usage=tracked.usage)
     running.token_cap = job_token_cap(rec, state.settings.tenants)
     state.running[job_id] = running
-    watcher = asyncio.create_task(watch_cancel(store, running))
     budget = asyncio.create_task(watch_budget(running, tracked.usage, running.token_cap))
     timeout = min(request.timeout_s or state.settings.job_timeout_s, state.settings.job_timeout_cap_s)
     log.info("job started", model=state.model, resumed=loop_state is not None, timeout_s=timeout)
@@ -121,7 +119,6 @@ async def _attempt(state: WorkerState, rec: JobRecord, events: EventLog, started
         await report_load(state, finishing=1)  # free before its ending is out (worker/load.py)
         result = await _carry_out(ending, state, request, running, events, timings)
     finally:
-        watcher.cancel()
         budget.cancel()
         await events.close()
         state.running.pop(job_id, None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass, field
 
 from toolq.protocol import Usage
@@ -28,6 +29,7 @@ class RunningJob:
     why_stopped: StopCause | None = None
     usage: Usage = field(default_factory=Usage)  # the loop's running total (worker/budget.py)
     token_cap: int | None = None  # the job's tokens across its rounds (worker/budget.py)
+    since: float = field(default_factory=time.monotonic)  # when it started (worker/cancel.py)
 
     def interrupt(self, why: StopCause) -> None:
         """Stop the model thread (between tokens) and the loop task, saying why."""

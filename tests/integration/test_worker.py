@@ -90,6 +90,28 @@ async def test_job_events_in_order_with_contiguous_seq(redis_url, store):
     assert 0 < await store.redis.ttl(keys.log(job_id))
 
 
+async def test_one_cancel_among_running_jobs_stops_that_job_alone(redis_url, store):
+    from worker.cancel import CANCEL_POLL_S
+
+    engine = ScriptedEngine([Rule("LONG", "x" * 100000)], token_delay_s=0.002)
+    async with running_worker(redis_url, engine, max_jobs=3):
+        jobs = [
+            (await store.submit(req(f"LONG {i}", tool_choice="none", max_tokens=400), model="scripted"))[0]
+            for i in range(3)
+        ]
+        for j in jobs:
+            async for ev in store.follow(j):
+                if ev.type == EventType.started:
+                    break
+        await asyncio.sleep(4 * CANCEL_POLL_S)  # the worker's one watch has looked at all three
+        t0 = time.perf_counter()
+        await store.cancel(jobs[1])
+        evs = await events_of(store, jobs[1])
+        assert evs[-1].type == EventType.cancelled and time.perf_counter() - t0 < 0.25
+        for j in (jobs[0], jobs[2]):
+            assert (await events_of(store, j))[-1].type == EventType.final
+
+
 async def test_fleet_entry_and_pruning_of_dead_workers(redis_url, store):
     await store.redis.sadd(keys.WORKERS, "ghost")  # a worker that died: no hash any more
     async with running_worker(redis_url, ScriptedEngine(["x"])) as worker:

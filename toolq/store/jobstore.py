@@ -586,3 +586,11 @@ class JobStore:
 
     async def cancel_requested(self, job_id: str) -> bool:
         return bool(await self.redis.exists(keys.cancel(job_id)))
+
+    async def cancels_requested(self, job_ids: list[str]) -> set[str]:
+        """Which of the jobs have a cancel key set, in one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for j in job_ids:
+                pipe.exists(keys.cancel(j))
+            found = await pipe.execute()
+        return {j for j, n in zip(job_ids, found, strict=True) if n}
