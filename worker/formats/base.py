@@ -24,11 +24,15 @@ ToolDefinition = dict[str, Any]
 @dataclass
 class PartialCall:
     """A call as far as it is written: its name, and its arguments JSON so far (only ever
-    growing); ``done`` once the call is complete."""
+    growing); ``done`` once the call is complete. ``name_done`` False: the call has begun but its
+    name is still being written, and ``name`` is what is written of it, maybe "" (``arguments``
+    is empty then); under a grammar, which writes only offered names, a beginning that only one
+    offered name has already says which (worker/formats/streaming.py)."""
 
     name: str
     arguments: str
     done: bool
+    name_done: bool = True
 
 
 @dataclass

@@ -9,6 +9,11 @@ whole-output and streaming extraction.
 
 Calls stream only where a grammar guarantees that they parse (``Guarantee``): the whole output
 under a required grammar (``all``), or the text from a lazy grammar's trigger on (``trigger``).
+A call is announced as soon as its name is certain: once written, or, for a format that reports
+a call from its opening and its name as it is being written (``PartialCall.name_done``), once
+only one offered name begins with what is written of it, since the grammar writes only offered
+names. With one tool offered (a named tool_choice, say) that is as soon as the call's opening
+is written, several decode steps before its name is.
 Where a call may open outside a grammar (a lenient form, a format with no trigger, no grammar),
 nothing more of the turn is shown: the final event says what was content and what was calls,
 after the worker checked them. Answer text before a possible opening streams at once, ``<``,
@@ -180,6 +185,13 @@ class TurnReader:
             out.calls = self._call_deltas(self.fmt.partial_calls(self.text[self.region :]))
         return out
 
+    def _only_name(self, beginning: str) -> str | None:
+        """The offered name that a name beginning so says, when no other offered name begins so.
+        Calls are read only where a grammar writes them, and a grammar writes only offered names:
+        that one is the name the model is writing."""
+        names = [n for n in self.tool_names if n.startswith(beginning)]
+        return names[0] if len(names) == 1 else None
+
     def _call_deltas(self, calls: Sequence[PartialCall]) -> list[CallDelta]:
         out: list[CallDelta] = []
         for i, pc in enumerate(calls):
@@ -192,16 +204,17 @@ class TurnReader:
             if pc.done and self._signatures[i] is None:
                 self._signatures[i] = call_signature(pc.name, pc.arguments)
             if state.index is None:
-                if not pc.name:
+                name = pc.name if pc.name_done else self._only_name(pc.name)
+                if not name:
                     break
                 earlier = [c.name for c in calls[:i]]
-                if pc.name in earlier and not pc.done:
+                if name in earlier and not pc.done:
                     break  # it may repeat an earlier call: wait for all of it
                 if pc.done and self._signatures[i] is not None and self._signatures[i] in self._signatures[:i]:
                     state.dropped = True
                     continue
                 state.index, self._next_index = self._next_index, self._next_index + 1
-                out.append(CallDelta(state.index, self.call_id(i), pc.name, ""))
+                out.append(CallDelta(state.index, self.call_id(i), name, ""))
             piece = pc.arguments[state.sent :]
             if piece:
                 out.append(CallDelta(state.index, arguments=piece))

@@ -332,11 +332,15 @@ def parse_tagged(text: str, tool_names: set[str] | None, open_tag: str = OPEN, c
 # The head of a call object as the grammar writes it (GrammarBuilder.call_object): the name, then
 # the arguments key; the arguments JSON starts where this ends.
 _CALL_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"arguments"\s*:\s*')
+# The same head while its name is being written, up to the end of the text: the name string so
+# far, and its closing quote once written.
+_NAME_SO_FAR = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)(")?')
 
 
 def partial_tagged(text: str, open_tag: str, close_tag: str, name_of=json.loads) -> list[PartialCall]:
-    """The calls of grammar-written tagged text as far as they go: each call's name once its
-    string is closed, then its arguments JSON as written (worker/formats/streaming.py)."""
+    """The calls of grammar-written tagged text as far as they go: each call from its opening
+    tag on, its name as it is written (its beginning, ``name_done`` False, then all of it), then
+    its arguments JSON as written (worker/formats/streaming.py)."""
     out: list[PartialCall] = []
     pos = 0
     while True:
@@ -345,13 +349,29 @@ def partial_tagged(text: str, open_tag: str, close_tag: str, name_of=json.loads)
             return out
         m = _CALL_HEAD.match(text, k + len(open_tag))
         if m is None:
-            return out  # the name is not written yet
+            out.append(_head_so_far(text, k + len(open_tag), name_of))
+            return out  # the arguments have not begun
         scan = jsonish.scan_value(text, m.end(), stops=(close_tag,))
         if scan.end is None:
             out.append(PartialCall(name_of(m.group(1)), text[m.end() :].rstrip(), False))
             return out
         out.append(PartialCall(name_of(m.group(1)), text[m.end() : scan.end], True))
         pos = scan.end
+
+
+def _head_so_far(text: str, at: int, name_of) -> PartialCall:
+    """The call whose opening tag ends at ``at`` and whose arguments have not begun: its name as
+    far as it is written ("" before its string opens, or while an escape is cut in half),
+    ``name_done`` once the string is closed."""
+    begun = PartialCall("", "", False, name_done=False)
+    m = _NAME_SO_FAR.match(text, at)
+    if m is None or (m.end() < len(text) and m.group(2) is None):
+        return begun
+    try:
+        name = name_of(f'"{m.group(1)}"')
+    except ValueError:
+        return begun  # an escape the next piece completes (a \u with too few digits)
+    return PartialCall(name, "", False, name_done=m.group(2) is not None)
 
 
 # ---------------------------------------------------------------- the format

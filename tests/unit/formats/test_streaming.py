@@ -89,6 +89,57 @@ def test_hermes_name_comes_before_the_arguments_are_written():
     assert calls[0][1:] == ["calculate_zorbix", '{"zorb": 1']  # the arguments as far as written
 
 
+def test_with_one_tool_offered_the_call_is_announced_at_its_opening_tag():
+    """The grammar writes only offered names: with one tool, the call's name is certain as soon as
+    its opening tag is written, several decode steps before the name is."""
+    reader = TurnReader(get_format("hermes"), tool_names={"calculate_zorbix"}, guarantee="all", trigger=None)
+    assert reader.feed("<tool_call").calls == []
+    first = reader.feed(">").calls
+    assert [(d.index, d.id, d.name, d.arguments) for d in first] == [(0, reader.call_id(0), "calculate_zorbix", "")]
+    out = TurnDelta()
+    for ch in '\n{"name": "calculate_zorbix", "arguments": {"zorb": 15, "bix": 7}}\n</tool_call>':
+        out.add(reader.feed(ch))
+    assert all(d.id is None for d in out.calls)  # announced once
+    assert json.loads("".join(d.arguments for d in out.calls)) == {"zorb": 15, "bix": 7}
+
+
+def test_a_name_is_announced_once_only_one_offered_name_begins_with_what_is_written():
+    reader = TurnReader(
+        get_format("hermes"), tool_names={"get_weather", "get_time", "calculate_zorbix"}, guarantee="all", trigger=None
+    )
+    assert reader.feed('<tool_call>\n{"name": "get_').calls == []
+    assert [d.name for d in reader.feed("w").calls] == ["get_weather"]
+    assert reader.feed('eather", "arguments": ').calls == []
+
+
+def test_a_name_that_begins_another_waits_for_its_closing_quote():
+    reader = TurnReader(get_format("hermes"), tool_names={"get", "get_weather"}, guarantee="all", trigger=None)
+    assert reader.feed('<tool_call>\n{"name": "get').calls == []
+    assert [d.name for d in reader.feed('"').calls] == ["get"]
+
+
+def test_mixtral_name_escape_cut_in_half_waits_for_the_next_piece():
+    reader = TurnReader(get_format("mixtral"), tool_names={"get_weather", "get_time"}, guarantee="all", trigger=None)
+    assert reader.feed('<tool\\_call>\n{"name": "get\\').calls == []
+    assert [d.name for d in reader.feed("_w").calls] == ["get_weather"]
+
+
+def test_with_one_tool_a_later_call_waits_until_it_is_known_not_to_repeat():
+    """The second call's name is certain at its opening, but it may repeat the first verbatim
+    (the loop drops that): it is announced only once complete, and a verbatim repeat never."""
+    fmt = get_format("hermes")
+    again = ToolCall(function=FunctionCall(name="calculate_zorbix", arguments={"zorb": 1, "bix": 2}))
+    text = fmt.render_tool_calls([CALLS[1], CALLS[1], again])
+    reader = TurnReader(fmt, tool_names={"calculate_zorbix"}, guarantee="all", trigger=None)
+    out = TurnDelta()
+    for ch in text:
+        out.add(reader.feed(ch))
+    assert [(name, json.loads(args)) for _, name, args in assembled(out).values()] == [
+        ("calculate_zorbix", {"zorb": 15, "bix": 7}),
+        ("calculate_zorbix", {"zorb": 1, "bix": 2}),
+    ]
+
+
 def test_hermes_arguments_stream_in_the_pieces_written():
     fmt = get_format("hermes")
     reader = TurnReader(fmt, tool_names=NAMES, guarantee="all", trigger=None)
