@@ -14,11 +14,13 @@ settings without tiers, in the same run. Target: at least 20x. Also printed: the
 llama.cpp on the decode thread when a 3,000-token state is saved (the stall a save costs the
 other slots), against a decode step of a generation running beside it.
 
-3. (not here yet) Two workers, 8 interleaved client-tool conversations through
-   /v1/chat/completions: the share of follow-up prompt tokens served from cache. It needs the
-   fleet's affinity routing (issue 18, item 3); --case 3 is the place for it.
+3. Two workers, 8 interleaved client-tool conversations through /v1/chat/completions: the share
+   of follow-up prompt tokens served from cache, with affinity on against off in the same run.
+   That is bench/bench_affinity.py (real worker processes, gateways, Redis); --case 3 runs it
+   with --context-tokens (default 2,600: about 3,000 tokens a conversation). Target: >= 90%.
 
 Run: .venv/bin/python bench/bench_resume.py [--prompt-tokens 3500] [--n-ctx 4096] [--threads 2]
+     .venv/bin/python bench/bench_resume.py --case 3 [--context-tokens 2600]
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import argparse
 import itertools
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -148,14 +151,16 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--flash-attn", action="store_true")
     ap.add_argument("--case", type=int, choices=(1, 2, 3), action="append", help="cases to run (default 1 and 2)")
+    ap.add_argument("--context-tokens", type=int, default=2600, help="case 3: notes per conversation")
     args = ap.parse_args()
     cases = set(args.case or (1, 2))
     if 3 in cases:
-        # CASE 3, to be completed with the fleet's affinity routing (branch i18b-affinity): two
-        # workers, 8 interleaved client-tool conversations through /v1/chat/completions, the share
-        # of follow-up prompt tokens from cache (usage.prompt_tokens_details.cached_tokens).
-        # Target: at least 90%.
-        sys.exit("case 3 needs affinity routing between two workers: not implemented here yet")
+        affinity = Path(__file__).with_name("bench_affinity.py")
+        cmd = [sys.executable, "-u", str(affinity), "--context-tokens", str(args.context_tokens)]
+        print("case 3:", " ".join(cmd[1:]), flush=True)
+        rc = subprocess.call(cmd)
+        if rc or cases == {3}:
+            sys.exit(rc)
     first = first_round(facts(args.prompt_tokens))
     folder = Path(tempfile.mkdtemp(prefix="toolq-bench-kv-"))
     eng = engine(args, folder)
