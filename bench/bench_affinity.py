@@ -83,10 +83,10 @@ class Gateway:
 
 
 def notes(n: int, tokens: int) -> str:
-    """About ``tokens`` tokens of notes that only conversation ``n`` has (~14 tokens a note)."""
+    """About ``tokens`` tokens of notes that only conversation ``n`` has (~22 tokens a note)."""
     return " ".join(
         f"Note {n}.{i}: the ferry to island {(i * 7 + n) % 31} leaves at {(i + n) % 24}:{i * 13 % 60:02d}."
-        for i in range(tokens // 14)
+        for i in range(tokens // 22)
     )
 
 

@@ -17,10 +17,10 @@ other slots), against a decode step of a generation running beside it.
 3. Two workers, 8 interleaved client-tool conversations through /v1/chat/completions: the share
    of follow-up prompt tokens served from cache, with affinity on against off in the same run.
    That is bench/bench_affinity.py (real worker processes, gateways, Redis); --case 3 runs it
-   with --context-tokens (default 2,600: about 3,000 tokens a conversation). Target: >= 90%.
+   with --context-tokens (default 2,800: about 3,000 tokens a conversation). Target: >= 90%.
 
 Run: .venv/bin/python bench/bench_resume.py [--prompt-tokens 3500] [--n-ctx 4096] [--threads 2]
-     .venv/bin/python bench/bench_resume.py --case 3 [--context-tokens 2600]
+     .venv/bin/python bench/bench_resume.py --case 3 [--context-tokens 2800]
 """
 
 from __future__ import annotations
@@ -149,9 +149,14 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--slots", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--flash-attn", action="store_true")
+    ap.add_argument(
+        "--flash-attn",
+        action=argparse.BooleanOptionalAction,
+        default=WorkerSettings().flash_attn,
+        help="default: the worker's",
+    )
     ap.add_argument("--case", type=int, choices=(1, 2, 3), action="append", help="cases to run (default 1 and 2)")
-    ap.add_argument("--context-tokens", type=int, default=2600, help="case 3: notes per conversation")
+    ap.add_argument("--context-tokens", type=int, default=2800, help="case 3: notes per conversation")
     args = ap.parse_args()
     cases = set(args.case or (1, 2))
     if 3 in cases:
