@@ -149,7 +149,9 @@ def main() -> int:
     server.start()
     url = server.url + "/0"
     # a loaded machine decodes slowly: the default job timeout would end turns that are only slow
-    env = {"TOOLQ_JOB_TIMEOUT_S": "3000"}
+    # and two workers share the machine's cores: each takes half (a worker takes all of them by
+    # default, and four decode threads on two cores wait on each other at every step)
+    env = {"TOOLQ_JOB_TIMEOUT_S": "3000", "TOOLQ_N_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
     workers = [WorkerProcess(url, tools=(), extra=("--slots", str(args.slots)), env=env) for _ in range(2)]
     gateways: dict[str, Gateway] = {}
     try:
