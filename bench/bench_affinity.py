@@ -1,6 +1,7 @@
 """Affinity: the share of follow-up prompt tokens served from cache, with affinity on against off.
 
     .venv/bin/python bench/bench_affinity.py [--conversations 8] [--slots 2] [--wait-ms 300] [--rounds 1]
+        [--context-tokens 0]
 
 Everything real: a redis-server of its own, two `toolq worker` processes on the bundled SmolLM2
 (``--slots`` each), and two gateways on that one fleet: one with ``TOOLQ_AFFINITY_WAIT_MS`` at
@@ -13,10 +14,11 @@ usage's ``prompt_tokens_details.cached_tokens``), and the ratio on / off. Modes 
 (off, on, off, on, ...) for ``--rounds``, each round with new conversations, so the machine's
 drift falls on both alike.
 
-Without the engine's host-memory and disk tiers (another branch) a worker holds only as many
-conversations as it has slots, so with 8 conversations on 2 workers of 2 slots at most half of
-them can still be cached at their follow-up, whichever worker it goes to: the figure is bounded
-well below 1 here, and affinity's share is what the tiers will multiply.
+``--context-tokens N`` gives each conversation's system message about N tokens of notes of its
+own (issue 18 asks for the figure at 3,000 tokens or more of context; bench_resume.py --case 3
+runs this with that). Each worker keeps its conversations' states in host memory past its slots
+(worker/engine/tiers/), so a follow-up served by the worker that ran its first turn is cached
+whatever the slot count; one that runs on the other worker shares only the template's head.
 """
 
 from __future__ import annotations
@@ -80,9 +82,18 @@ class Gateway:
         self.proc.wait(20)
 
 
-def conversation(client: openai.OpenAI, model: str, n: int, city: str) -> list[dict[str, Any]]:
+def notes(n: int, tokens: int) -> str:
+    """About ``tokens`` tokens of notes that only conversation ``n`` has (~22 tokens a note)."""
+    return " ".join(
+        f"Note {n}.{i}: the ferry to island {(i * 7 + n) % 31} leaves at {(i + n) % 24}:{i * 13 % 60:02d}."
+        for i in range(tokens // 22)
+    )
+
+
+def conversation(client: openai.OpenAI, model: str, n: int, city: str, context: int) -> list[dict[str, Any]]:
+    system = SYSTEM.format(n=n) + (f" Travel notes: {notes(n, context)}" if context else "")
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM.format(n=n)},
+        {"role": "system", "content": system},
         {"role": "user", "content": f"What is the weather in {city} today?"},
     ]
     first = client.chat.completions.create(
@@ -109,11 +120,13 @@ def follow_up(client: openai.OpenAI, model: str, messages: list[dict[str, Any]])
     return u.prompt_tokens, u.prompt_tokens_details.cached_tokens
 
 
-def run_mode(gw: Gateway, model: str, base: int, n: int) -> tuple[int, int, float]:
-    client = openai.OpenAI(base_url=gw.url + "/v1", api_key="none", max_retries=0, timeout=900)
+def run_mode(gw: Gateway, model: str, base: int, n: int, context: int) -> tuple[int, int, float]:
+    client = openai.OpenAI(base_url=gw.url + "/v1", api_key="none", max_retries=0, timeout=3000)
     t0 = time.monotonic()
     with ThreadPoolExecutor(n) as pool:
-        transcripts = list(pool.map(lambda i: conversation(client, model, base + i, CITIES[i % len(CITIES)]), range(n)))
+        transcripts = list(
+            pool.map(lambda i: conversation(client, model, base + i, CITIES[i % len(CITIES)], context), range(n))
+        )
         usage = list(pool.map(lambda m: follow_up(client, model, m), transcripts))
     return sum(p for p, _ in usage), sum(c for _, c in usage), time.monotonic() - t0
 
@@ -129,13 +142,16 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=2)
     ap.add_argument("--wait-ms", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--context-tokens", type=int, default=0, help="notes per conversation's system message")
     args = ap.parse_args()
 
     server = RedisServer()
     server.start()
     url = server.url + "/0"
     # a loaded machine decodes slowly: the default job timeout would end turns that are only slow
-    env = {"TOOLQ_JOB_TIMEOUT_S": "3000"}
+    # and two workers share the machine's cores: each takes half (a worker takes all of them by
+    # default, and four decode threads on two cores wait on each other at every step)
+    env = {"TOOLQ_JOB_TIMEOUT_S": "3000", "TOOLQ_N_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
     workers = [WorkerProcess(url, tools=(), extra=("--slots", str(args.slots)), env=env) for _ in range(2)]
     gateways: dict[str, Gateway] = {}
     try:
@@ -148,7 +164,7 @@ def main() -> int:
         base = 0
         for _ in range(args.rounds):
             for mode in ("off", "on"):
-                prompt, cached, secs = run_mode(gateways[mode], model, base, args.conversations)
+                prompt, cached, secs = run_mode(gateways[mode], model, base, args.conversations, args.context_tokens)
                 base += args.conversations
                 t = totals[mode]
                 t[0], t[1], t[2] = t[0] + prompt, t[1] + cached, t[2] + secs

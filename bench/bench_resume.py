@@ -14,11 +14,13 @@ settings without tiers, in the same run. Target: at least 20x. Also printed: the
 llama.cpp on the decode thread when a 3,000-token state is saved (the stall a save costs the
 other slots), against a decode step of a generation running beside it.
 
-3. (not here yet) Two workers, 8 interleaved client-tool conversations through
-   /v1/chat/completions: the share of follow-up prompt tokens served from cache. It needs the
-   fleet's affinity routing (issue 18, item 3); --case 3 is the place for it.
+3. Two workers, 8 interleaved client-tool conversations through /v1/chat/completions: the share
+   of follow-up prompt tokens served from cache, with affinity on against off in the same run.
+   That is bench/bench_affinity.py (real worker processes, gateways, Redis); --case 3 runs it
+   with --context-tokens (default 2,800: about 3,000 tokens a conversation). Target: >= 90%.
 
 Run: .venv/bin/python bench/bench_resume.py [--prompt-tokens 3500] [--n-ctx 4096] [--threads 2]
+     .venv/bin/python bench/bench_resume.py --case 3 [--context-tokens 2800]
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import argparse
 import itertools
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -93,12 +96,22 @@ def engine(args: argparse.Namespace, folder: Path | None) -> LlamaEngine:
     )
 
 
-def stall(eng: LlamaEngine, first: list[tuple[str, bool]], reply: str) -> tuple[float, float, float]:
-    """(copy ms, median step ms, longest step ms) of a generation that decodes while another
-    conversation's round ends and its state is saved."""
+def stall(eng: LlamaEngine, first: list[tuple[str, bool]], reply: str) -> tuple[float, float, float, int]:
+    """(copy ms, median step ms, longest step ms, steps timed) of a generation that decodes while
+    another conversation's round ends and its state is saved.
+
+    The story is a whole chat turn (a bare user line let SmolLM2 end it within a few tokens, which
+    left no steps to time), has room for far more tokens than the measurement needs, and is
+    stopped once the save is done and it has decoded a few steps past it."""
     stamps: list[float] = []
-    story = req([("<|im_start|>user\n", True), ("Write a long story about the sea.", False)], n=120)
-    story.stop = ()
+    story = req(
+        [
+            ("<|im_start|>user\n", True),
+            ("Write a very long story about the sea, with many chapters.", False),
+            ("<|im_end|>\n<|im_start|>assistant\n", True),
+        ],
+        n=2000,
+    )
     story.on_text = lambda _t: stamps.append(time.perf_counter())
     done = threading.Event()
     result: list[GenerationResult] = []
@@ -107,18 +120,27 @@ def stall(eng: LlamaEngine, first: list[tuple[str, bool]], reply: str) -> tuple[
         result.append(eng.generate_sync(story))
         done.set()
 
+    # an idle engine saves what its slots hold and makes the buffer the next eviction copies into
+    # (worker/engine/tiers/spare.py): no generation runs then, so it stalls no one; let it finish
+    time.sleep(1.0)
     before = len(eng.stats().cache.timings)
     threading.Thread(target=run).start()
-    while len(stamps) < 30 and not done.is_set():  # a story that ends early must not hang the bench
+    while len(stamps) < 30 and not done.is_set():  # steady decoding before the save
         time.sleep(0.01)
     # a round of the long conversation that evaluates a few new tokens and ends, then another
     # conversation takes its slot (the only free one): the slot's state is saved, an eviction
     eng.generate_sync(req([*resumed(first, reply), ("Also", False)], n=2))
     eng.generate_sync(req([("<|im_start|>user\n", True), ("Name a colour.", False)], n=2))
+    after = len(stamps)
+    while len(stamps) < after + 10 and not done.is_set():  # a few steps past the save
+        time.sleep(0.01)
+    story.stop_event.set()
     done.wait()
     copies = [s for kind, stage, s in list(eng.stats().cache.timings)[before:] if (kind, stage) == ("save", "copy")]
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
-    return (max(copies) * 1000 if copies else 0.0), statistics.median(gaps) * 1000, max(gaps) * 1000
+    if not gaps:
+        return (max(copies) * 1000 if copies else 0.0), 0.0, 0.0, 0
+    return (max(copies) * 1000 if copies else 0.0), statistics.median(gaps) * 1000, max(gaps) * 1000, len(gaps)
 
 
 def main() -> None:
@@ -127,16 +149,23 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--slots", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--flash-attn", action="store_true")
+    ap.add_argument(
+        "--flash-attn",
+        action=argparse.BooleanOptionalAction,
+        default=WorkerSettings().flash_attn,
+        help="default: the worker's",
+    )
     ap.add_argument("--case", type=int, choices=(1, 2, 3), action="append", help="cases to run (default 1 and 2)")
+    ap.add_argument("--context-tokens", type=int, default=2800, help="case 3: notes per conversation")
     args = ap.parse_args()
     cases = set(args.case or (1, 2))
     if 3 in cases:
-        # CASE 3, to be completed with the fleet's affinity routing (branch i18b-affinity): two
-        # workers, 8 interleaved client-tool conversations through /v1/chat/completions, the share
-        # of follow-up prompt tokens from cache (usage.prompt_tokens_details.cached_tokens).
-        # Target: at least 90%.
-        sys.exit("case 3 needs affinity routing between two workers: not implemented here yet")
+        affinity = Path(__file__).with_name("bench_affinity.py")
+        cmd = [sys.executable, "-u", str(affinity), "--context-tokens", str(args.context_tokens)]
+        print("case 3:", " ".join(cmd[1:]), flush=True)
+        rc = subprocess.call(cmd)
+        if rc or cases == {3}:
+            sys.exit(rc)
     first = first_round(facts(args.prompt_tokens))
     folder = Path(tempfile.mkdtemp(prefix="toolq-bench-kv-"))
     eng = engine(args, folder)
@@ -158,11 +187,15 @@ def main() -> None:
             f"~{per_token * r.prompt_tokens / r.prompt_ms:.0f}x faster than round 1's rate over the same tokens"
         )
         results = {1: r}
-        copy_ms, step_ms, longest_ms = stall(eng, first, reply)
-        print(
-            f"save stall: copy out of llama.cpp {copy_ms:.1f} ms on the decode thread; the generation beside it: "
-            f"median step {step_ms:.1f} ms, longest step {longest_ms:.1f} ms ({longest_ms / step_ms:.2f} steps)"
-        )
+        copy_ms, step_ms, longest_ms, steps = stall(eng, first, reply)
+        if steps:
+            print(
+                f"save stall: copy out of llama.cpp {copy_ms:.1f} ms on the decode thread "
+                f"({copy_ms / step_ms:.2f} of a median step); the generation beside it over {steps} steps: "
+                f"median step {step_ms:.1f} ms, longest step {longest_ms:.1f} ms ({longest_ms / step_ms:.2f} steps)"
+            )
+        else:
+            print(f"save stall: copy out {copy_ms:.1f} ms; the story beside it decoded no steps to compare")
     finally:
         eng.close()  # the worker stops: every state still in a slot is saved, every queued save written
     if 2 in cases:

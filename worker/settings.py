@@ -56,7 +56,17 @@ class WorkerSettings(BaseSettings):
     n_threads: int | None = None  # default: all cores (llama-cpp-python's default is half)
     n_gpu_layers: int = 0  # `toolq worker --gpu N` sets -1 (all layers)
     gpu: int | None = None
-    flash_attn: bool = False
+    # Flash attention: on by default. Measured through the engine on this project's CPU (2 cores,
+    # SmolLM2-135M, bench/bench_prefill.py): prompt evaluation +17% at 512 tokens, +54% at 2,800,
+    # and +81% at 2,800 while another slot holds a long conversation (the KV cache is unified, and
+    # without it attention spans every slot's cells). It costs on small batches deep in a context:
+    # a resumed round's 32 new tokens after a 4,000-token restored state took 480 ms against 294,
+    # and a decode step at that depth 29 ms against 24 (one run each, bench/bench_resume.py's
+    # case 1 with --flash-attn and --no-flash-attn); a fresh prompt is where the seconds are.
+    # TOOLQ_FLASH_ATTN=false turns it off; any
+    # value other than a boolean is refused at startup. A state saved with one setting is another
+    # layout for the other (worker/engine/tiers/identity.py): it is not restored, and is deleted.
+    flash_attn: bool = True
     seed: int = 0
     # Saved sequence state (worker/engine/tiers/): a conversation's KV cache, kept after its slot
     # is given to another prompt, in host memory (least recently used out first) and in a folder

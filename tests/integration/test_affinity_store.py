@@ -124,6 +124,24 @@ def test_a_gone_or_full_worker_gives_its_jobs_up_at_once(redis_url):
     asyncio.run(go())
 
 
+def test_a_full_workers_job_goes_after_the_asking_workers_own(redis_url):
+    """Both workers busy with many follow-ups: a worker with a free slot runs its own conversation
+    before one whose worker is full (which would evaluate its whole prompt again here)."""
+
+    async def go():
+        store, fair = await setup(redis_url, 60_000, "wa", "wb")
+        await affinity.report_load(store.redis, MODEL, "wa", 1, 1)
+        theirs, _ = await store.submit(req("a"), model=MODEL, prefer="wa")
+        mine, _ = await store.submit(req("b"), model=MODEL, prefer="wb")
+        got = await fair.dispatch_for(MODEL, 1, worker="wb")
+        assert [(d.job_id, d.placed) for d in got.chosen] == [(mine, "affinity")]
+        got = await fair.dispatch_for(MODEL, 1, worker="wb")  # nothing else to take: at once
+        assert [(d.job_id, d.placed) for d in got.chosen] == [(theirs, "fallback_full")]
+        await store.close()
+
+    asyncio.run(go())
+
+
 def test_a_held_job_passes_the_turn_to_its_tenants_next_job_and_the_shares_hold(redis_url):
     async def go():
         store, fair = await setup(redis_url, 60_000, "wa", "wb")

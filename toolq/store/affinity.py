@@ -21,7 +21,8 @@ woken on its own wake list.
 with free slots asks toolq/store/lua/dispatch.lua, naming itself. Within the tenant whose turn it
 is, a job offered to another worker that is live and not full, whose wait has not passed, is left
 where it is and the turn goes to the tenant's next job; the preferred worker takes it on its own
-next call (it was woken). A job whose worker is gone or full is taken at once, and any job once
+next call (it was woken). A job whose worker is gone or full is taken at once (a full worker's job only when the asking
+worker can take no other job of the tenant: that one's cache may be here), and any job once
 its wait has passed, so affinity never keeps a job from an idle worker past the wait: a worker
 that left a job alone looks again when that job's wait ends (``Round.held_until_ms``). The chosen
 job goes onto arq's shared queue as before; one placed by affinity is reserved for its worker

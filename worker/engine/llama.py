@@ -127,7 +127,7 @@ class LlamaEngine:
                 Path(model_path), build=f"llama-cpp-python {llama_cpp.__version__}", layout=layout
             )
             try:
-                self.tiers = TieredStore(identity, tiers)
+                self.tiers = TieredStore(identity, tiers, spare_bytes=_state_bytes(self._model, n_ctx))
             except OSError as e:
                 llama_cpp.llama_free(self._ctx)
                 llama_cpp.llama_model_free(self._model)
@@ -298,6 +298,13 @@ def _kv_mib(model: Any, cells: int) -> float:
     n_head_kv = llama_cpp.llama_model_n_head_kv(model)
     head_dim = llama_cpp.llama_model_n_embd(model) // n_head
     return 2 * n_layer * n_head_kv * head_dim * 2 * cells / (1 << 20)
+
+
+def _state_bytes(model: Any, cells: int) -> int:
+    """About the size of one sequence's saved state at ``cells`` tokens (llama.cpp's per-sequence
+    format: the K and V rows at f16, and a position and sequence id per cell), with room to spare:
+    the ready buffer a save copies into (worker/engine/tiers/spare.py)."""
+    return int(_kv_mib(model, cells) * (1 << 20)) + 16 * cells + (64 << 10)
 
 
 def check_fit(*, slots: int, n_ctx: int, n_batch: int) -> None:

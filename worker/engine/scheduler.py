@@ -138,7 +138,9 @@ class Scheduler:
     def _run(self) -> None:
         while True:
             if not self._running and not self._waiting:
-                if self._save_one():  # idle: keep what the slots hold, one copy between looks at the inbox
+                # idle: keep what the slots hold, then make the next save's buffer (tiers/spare.py),
+                # one piece of work between looks at the inbox
+                if self._save_one() or (self.tiers is not None and self.tiers.make_ready()):
                     try:
                         item = self._inbox.get_nowait()
                     except queue.Empty:
@@ -290,19 +292,21 @@ class Scheduler:
         if slot is None:
             return False
         try:
-            self._save(slot)
+            self._save(slot, idle=True)
         except Exception as e:  # the cache is an optimisation: never let it stop the engine
             log.warning("state not saved", error=repr(e))
             slot.unsaved = False
         return True
 
-    def _save(self, slot: Slot) -> None:
-        """Copy a slot's state out to the tiers, unless a saved state holds it already."""
+    def _save(self, slot: Slot, *, idle: bool = False) -> None:
+        """Copy a slot's state out to the tiers, unless a saved state holds it already. An
+        eviction copies into the ready buffer (tiers/spare.py), since other slots wait on it; a
+        save while idle (nothing waits) allocates its own and leaves that buffer for the next one."""
         slot.unsaved = False
         if self.tiers is None or self.tiers.covers(slot.tokens):
             return
         t0 = time.perf_counter()
-        payload = copy_out(self._ctx, slot.seq_id)
+        payload = copy_out(self._ctx, slot.seq_id, None if idle else self.tiers.ready_buffer)
         self.stats.cache.timings.append(("save", "copy", time.perf_counter() - t0))
         if payload:
             self.tiers.save(list(slot.tokens), payload)

@@ -251,6 +251,17 @@ def test_worker_with_a_bad_flag(rules, flags, needles):
     assert_one_line(toolq("worker", "--engine", "scripted", "--script", rules, *flags), *needles)
 
 
+def test_worker_flash_attention_is_on_by_default_and_a_bad_value_is_refused(rules, monkeypatch):
+    from worker.settings import WorkerSettings
+
+    monkeypatch.delenv("TOOLQ_FLASH_ATTN", raising=False)
+    assert WorkerSettings().flash_attn is True
+    monkeypatch.setenv("TOOLQ_FLASH_ATTN", "false")
+    assert WorkerSettings().flash_attn is False
+    out = toolq("worker", "--engine", "scripted", "--script", rules, env={"TOOLQ_FLASH_ATTN": "maybe"})
+    assert_one_line(out, "invalid setting", "flash_attn")
+
+
 def test_worker_with_a_template_that_does_not_compile(rules, tmp_path):
     path = tmp_path / "broken.j2"
     path.write_text("{% if %}")

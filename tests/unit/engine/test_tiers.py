@@ -210,3 +210,33 @@ def test_the_disk_tier_alone_checks_the_whole_file_on_read(identity, tmp_path):
         f.write(b"\x00" * 10)
     assert disk.read(key) is None and not path.exists() and disk.bytes == 0
     disk.release()
+
+
+def test_a_ready_buffer_is_handed_out_once_then_made_again(identity, tmp_path):
+    """The buffer a save copies into (spare.py) is made when asked (the engine asks when idle)."""
+    s = TieredStore(identity, TierSettings(1 << 20, 0, None, BLOCK), spare_bytes=10_000)
+    assert s.ready_buffer(6_000) is None  # none made yet: a save allocates its own
+    assert s.make_ready() and not s.make_ready()  # made once; a second call has nothing to do
+    assert s.ready_buffer(20_000) is None  # a state larger than the buffer gets a fresh one
+    buf = s.ready_buffer(6_000)
+    assert buf is not None and len(buf) == 10_000
+    assert s.ready_buffer(6_000) is None
+    assert s.make_ready()
+    again = s.ready_buffer(6_000)
+    assert again is not None and again is not buf
+    s.close()
+
+
+def test_a_trimmed_buffer_counts_its_allocation_in_host_memory():
+    """A state trimmed in a larger buffer holds the buffer's memory: the byte limit counts that."""
+    from worker.engine.tiers.host import HostTier, held_bytes
+
+    buf = bytearray(10_000)
+    del buf[6_000:]  # more than half of it: CPython keeps the allocation
+    assert len(buf) == 6_000 and held_bytes(buf) == 10_000
+    host = HostTier(9_000)
+    assert host.put("k", buf) == ["k"] and host.bytes == 0
+    host = HostTier(20_000)
+    assert host.put("k", buf) == [] and host.bytes == 10_000
+    host.drop("k")
+    assert host.bytes == 0

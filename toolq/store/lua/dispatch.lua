@@ -16,7 +16,8 @@
 -- Affinity (toolq/store/affinity.py). A job may name a worker it is offered to first (`prefer`,
 -- until `prefer_until`: submit.lua and answer.lua write them). Within its tenant's turn such a
 -- job is taken by that worker, or by any worker at once when that worker is gone (no registry
--- entry) or full (its load, KEYS[8], says every slot runs a job), or once the wait has passed.
+-- entry) or full (its load, KEYS[8], says every slot runs a job), or once the wait has passed; a
+-- full worker's job only when the asking worker can take no other job of the tenant (pick).
 -- Otherwise the asking worker leaves it where it is and takes the tenant's next job instead; a
 -- tenant whose first SCAN waiting jobs are all left to other workers keeps its pass and is
 -- passed over for this call (it is not moved up to the virtual time, as a capped tenant is: its
@@ -115,12 +116,17 @@ local function placement(prefer, until_ms)
 end
 
 -- The tenant's best waiting job this worker may take: (id, attempt, how), or nil and whether
--- some job was left to another worker.
+-- some job was left to another worker. A job whose own worker is full is taken only when no other
+-- scanned job can be (this worker's own, one without a preferred worker, one whose worker is gone
+-- or whose wait has passed): its worker frees a slot soon, and this worker's slot is better spent
+-- on a job whose cache may be here than on one that would evaluate its whole prompt again. This
+-- worker gets a job either way, so none waits on an idle worker for it.
 local function pick(wkey)
   local left = false
+  local full_id, full_attempt = nil, nil  -- the first job whose worker is full, taken last
   while true do
     local batch = redis.call('ZRANGE', wkey, 0, SCAN - 1)
-    if #batch == 0 then return nil, nil, nil, left end
+    if #batch == 0 then break end
     local dropped = 0
     for _, id in ipairs(batch) do
       local h = redis.call('HMGET', job_prefix .. '{' .. id .. '}', 'terminal', 'status', 'attempt', 'prefer',
@@ -128,26 +134,35 @@ local function pick(wkey)
       if h[1] ~= '1' and h[2] == 'queued' then
         local until_ms = tonumber(h[5] or '0') or 0
         local how = placement(h[4], until_ms)
-        if how ~= nil then
+        if how == 'fallback_full' then
+          if not full_id then full_id, full_attempt = id, h[3] end
+        elseif how ~= nil then
           redis.call('ZREM', wkey, id)
           return id, h[3], how, left
         end
-        left = true
-        if held_until == 0 or until_ms < held_until then held_until = until_ms end
-        if not woken[h[4]] then  -- its worker may be blocked on its own wake list: wake it
-          woken[h[4]] = true
-          local own = worker_wake_prefix .. h[4]
-          redis.call('LPUSH', own, id)
-          redis.call('LTRIM', own, 0, tonumber(wake_backlog) - 1)
-          redis.call('PEXPIRE', own, 60000)
+        if how == nil then
+          left = true
+          if held_until == 0 or until_ms < held_until then held_until = until_ms end
+          if not woken[h[4]] then  -- its worker may be blocked on its own wake list: wake it
+            woken[h[4]] = true
+            local own = worker_wake_prefix .. h[4]
+            redis.call('LPUSH', own, id)
+            redis.call('LTRIM', own, 0, tonumber(wake_backlog) - 1)
+            redis.call('PEXPIRE', own, 60000)
+          end
         end
       else
         redis.call('ZREM', wkey, id)  -- ended (cancelled while waiting) or gone: dropped
         dropped = dropped + 1
       end
     end
-    if dropped < #batch then return nil, nil, nil, left end
+    if dropped < #batch then break end
   end
+  if full_id then
+    redis.call('ZREM', wkey, full_id)
+    return full_id, full_attempt, 'fallback_full', left
+  end
+  return nil, nil, nil, left
 end
 
 while n_out < want_n do

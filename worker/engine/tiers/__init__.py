@@ -15,6 +15,7 @@ be given to another prompt, and hands the bytes to a writer thread, which keeps 
   cache's layout), part of every key and every file header;
 - ``llama_state.py``: the two calls into llama.cpp (copy a sequence out, set it back into a
   sequence), on the decode thread, which owns the context.
+- ``spare.py``: the buffer an eviction copies into, made while the engine is idle.
 
 The scheduler (worker/engine/scheduler.py) asks the store before placing a prompt: a prefix its
 own slot holds, then one another slot holds (copied), then host memory, then disk, whichever is

@@ -23,6 +23,7 @@ up a decode step.
 from __future__ import annotations
 
 import hashlib
+import os
 import queue
 import threading
 import time
@@ -40,11 +41,14 @@ from worker.engine.tiers.blocks import DEFAULT_BLOCK, block_hashes
 from worker.engine.tiers.disk import DiskTier
 from worker.engine.tiers.host import HostTier
 from worker.engine.tiers.identity import Identity
+from worker.engine.tiers.spare import SpareBuffer
 from worker.generation import CacheStats
 
 log = structlog.get_logger("worker.engine.tiers")
 
 Tier = Literal["host", "disk"]
+
+WRITER_NICE = 19  # the writer thread's niceness (Linux: per thread); see _run
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,11 @@ class _Write:
 
 
 class TieredStore:
-    def __init__(self, identity: Identity, settings: TierSettings, stats: CacheStats | None = None):
+    def __init__(
+        self, identity: Identity, settings: TierSettings, stats: CacheStats | None = None, spare_bytes: int = 0
+    ):
+        """``spare_bytes``: the largest state a slot can hold, the size of the ready buffer the
+        decode thread copies into (spare.py); 0: none, each copy allocates its own."""
         self.identity = identity
         self.block = settings.block
         self.stats = stats or CacheStats()
@@ -118,6 +126,7 @@ class TieredStore:
         self._jobs: queue.SimpleQueue[_Write | _Drop | tuple[str, Future[bytearray | None]] | None] = (
             queue.SimpleQueue()
         )
+        self.spare = SpareBuffer(spare_bytes)
         self._thread = threading.Thread(target=self._run, name="kv-tiers", daemon=True)
         self._thread.start()
 
@@ -163,6 +172,19 @@ class TieredStore:
             self._add(entry)
         self._jobs.put(_Write(entry, payload))
 
+    def ready_buffer(self, n: int) -> bytearray | None:
+        """A buffer of at least ``n`` bytes whose pages are mapped, to copy a state into, or None
+        (spare.py)."""
+        return self.spare.take(n)
+
+    def make_ready(self) -> bool:
+        """Make the next ready buffer where there is none; whether that was work (the decode
+        thread calls it only when idle: see spare.py)."""
+        if self.spare.size <= 0 or self.spare.ready:
+            return False
+        self.spare.fill()
+        return True
+
     def take_host(self, key: str) -> bytearray | None:
         """A state's payload from host memory (or still queued for the tiers), or None."""
         with self._lock:
@@ -205,6 +227,14 @@ class TieredStore:
     # ------------------------------------------------------------------ the writer thread
 
     def _run(self) -> None:
+        # This thread's work (checksums, files) is background: on a CPU whose cores all decode, a
+        # busy third thread makes every step's barriers wait for a preempted decode thread, and a
+        # state's write stalled the other slots' steps by up to 40 of them (bench/bench_resume.py).
+        # At the lowest priority it takes the CPU the decode threads leave.
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WRITER_NICE)
+        except (OSError, AttributeError):  # not Linux, or not allowed: the default priority
+            pass
         while True:
             job = self._jobs.get()
             if job is None:
@@ -215,7 +245,7 @@ class TieredStore:
                 elif isinstance(job, _Drop):
                     if self.disk is not None:
                         self.disk.drop(job.key)
-                else:
+                elif isinstance(job, tuple):
                     key, fut = job
                     fut.set_result(self._read(key) if key else None)
             except Exception as e:  # never let the writer die: the cache is an optimisation
