@@ -503,9 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gateways", type=int, default=2)
     p.add_argument("--slots", type=int, default=16, help="jobs each worker runs at once")
     p.add_argument("--concurrency", type=int, default=64, help="jobs the client keeps in flight")
-    p.add_argument(
-        "--job-s", type=float, default=0.0, help="seconds each toolq job generates (0: it answers at once)"
-    )
+    p.add_argument("--job-s", type=float, default=0.0, help="seconds each toolq job generates (0: it answers at once)")
     p.add_argument("--sample", type=int, default=200, help="jobs run under MONITOR for the breakdown (0: none)")
     p.add_argument("--idle-s", type=float, default=5.0, help="seconds of idle Redis measured before each phase")
     p.add_argument("--arq-worker", metavar="URL", help=argparse.SUPPRESS)
