@@ -70,6 +70,8 @@ SCRIPT_ONLY = (
     "counted_tokens",  # tokens already in the tenant's minute/day windows (emit.lua)
     "th_fair",  # the fair-share prefix when the run takes its tenant's fair turn, else ''
     "th_priority",  # the run's priority within its tenant, for that turn
+    "th_prefer_wait",  # how long the run is left to the worker that ran the thread's last run
+    "th_worker_wake",  # that worker's own wake list's prefix (thread_turns.lua: thread_start)
 )
 
 
