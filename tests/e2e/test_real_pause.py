@@ -3,15 +3,12 @@ the answer is posted, the job resumes from its checkpoint and ends `final`."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import httpx
 import pytest
 
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import LiveGateway
-from tests.support.pauses import GATED_ZORBIX, WEATHER
+from tests.support.pauses import GATED_ZORBIX, WEATHER, wait_status
 from tests.support.workers import WorkerProcess
 from worker.settings import bundled_model_path
 
@@ -32,14 +29,7 @@ async def http(redis_url):
         worker.stop()
 
 
-async def until(http: httpx.AsyncClient, job_id: str, *statuses: str, timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        view = (await http.get(f"/v1/jobs/{job_id}")).json()
-        if view["status"] in statuses:
-            return view
-        assert time.monotonic() < deadline, f"job {job_id} stayed {view['status']}"
-        await asyncio.sleep(0.1)
+WAIT_S = 120  # how long a real-model job may take to reach a status here
 
 
 async def test_a_client_tool_result_posted_over_http_resumes_the_real_model(http):
@@ -47,14 +37,16 @@ async def test_a_client_tool_result_posted_over_http_resumes_the_real_model(http
     r = await http.post("/v1/jobs", json=body)
     assert r.status_code == 202, r.text
     job_id = r.json()["job_id"]
-    view = await until(http, job_id, "requires_action")
+    view = await wait_status(http, job_id, "requires_action", timeout=WAIT_S)
     [call] = view["required_action"]["calls"]
     assert call["name"] == "get_weather" and call["kind"] == "client" and isinstance(call["arguments"]["city"], str)
     answer = [{"tool_call_id": call["id"], "content": "Sunny, 21 degrees Celsius"}]
     r = await http.post(f"/v1/jobs/{job_id}/tool_results", json=answer)
     assert r.status_code == 200, r.text
     # a later round may call the tool again: answer every pause the same way until the job ends
-    while (view := await until(http, job_id, "requires_action", "succeeded", "failed"))["status"] == "requires_action":
+    while (view := await wait_status(http, job_id, "requires_action", "succeeded", "failed", timeout=WAIT_S))[
+        "status"
+    ] == "requires_action":
         more = [
             {"tool_call_id": c["id"], "content": "Sunny, 21 degrees Celsius"} for c in view["required_action"]["calls"]
         ]
@@ -75,12 +67,14 @@ async def test_an_approval_runs_or_refuses_a_registry_tool_call_of_the_real_mode
     r = await http.post("/v1/jobs", json=body)
     assert r.status_code == 202, r.text
     job_id = r.json()["job_id"]
-    view = await until(http, job_id, "requires_action")
+    view = await wait_status(http, job_id, "requires_action", timeout=WAIT_S)
     [call] = view["required_action"]["calls"]
     assert (call["name"], call["kind"], call["where"]) == ("calculate_zorbix", "approval", "worker")
     decision = [{"tool_call_id": call["id"], "approved": approved, "reason": None if approved else "not today"}]
     assert (await http.post(f"/v1/jobs/{job_id}/approvals", json=decision)).status_code == 200
-    while (view := await until(http, job_id, "requires_action", "succeeded", "failed"))["status"] == "requires_action":
+    while (view := await wait_status(http, job_id, "requires_action", "succeeded", "failed", timeout=WAIT_S))[
+        "status"
+    ] == "requires_action":
         more = [{"tool_call_id": c["id"], "approved": False} for c in view["required_action"]["calls"]]
         assert (await http.post(f"/v1/jobs/{job_id}/approvals", json=more)).status_code == 200
     assert view["status"] == "succeeded", view

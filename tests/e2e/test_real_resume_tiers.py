@@ -5,15 +5,12 @@ says where its cached tokens came from."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import httpx
 import pytest
 
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import LiveGateway
-from tests.support.pauses import WEATHER
+from tests.support.pauses import WEATHER, wait_status
 from tests.support.workers import WorkerProcess
 from worker.settings import bundled_model_path
 
@@ -28,14 +25,7 @@ def worker(redis_url: str, kv_dir) -> WorkerProcess:
     return WorkerProcess(redis_url, tools=("worker.demo_tools",), env=env).wait_ready(180)
 
 
-async def until(http: httpx.AsyncClient, job_id: str, *statuses: str, timeout: float = 2200) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        view = (await http.get(f"/v1/jobs/{job_id}")).json()
-        if view["status"] in statuses:
-            return view
-        assert time.monotonic() < deadline, f"job {job_id} stayed {view['status']}"
-        await asyncio.sleep(0.2)
+WAIT_S = 2200  # how long a real-model job may take to reach a status here
 
 
 async def pause_long_conversation(http: httpx.AsyncClient) -> tuple[str, dict]:
@@ -54,7 +44,7 @@ async def pause_long_conversation(http: httpx.AsyncClient) -> tuple[str, dict]:
     r = await http.post("/v1/jobs", json=body)
     assert r.status_code == 202, r.text
     job_id = r.json()["job_id"]
-    view = await until(http, job_id, "requires_action", "succeeded", "failed", "cancelled")
+    view = await wait_status(http, job_id, "requires_action", "succeeded", "failed", "cancelled", timeout=WAIT_S)
     assert view["status"] == "requires_action", view
     return job_id, view
 
@@ -63,7 +53,7 @@ async def resume(http: httpx.AsyncClient, job_id: str, view: dict) -> dict:
     while view["status"] == "requires_action":
         answers = [{"tool_call_id": c["id"], "content": "Sunny, 21 degrees"} for c in view["required_action"]["calls"]]
         assert (await http.post(f"/v1/jobs/{job_id}/tool_results", json=answers)).status_code == 200
-        view = await until(http, job_id, "requires_action", "succeeded", "failed", "cancelled")
+        view = await wait_status(http, job_id, "requires_action", "succeeded", "failed", "cancelled", timeout=WAIT_S)
     assert view["status"] == "succeeded", view
     return view
 
@@ -83,7 +73,9 @@ async def test_a_paused_conversation_whose_slot_was_taken_resumes_from_host_memo
                 }
                 others.append((await http.post("/v1/jobs", json=body)).json()["job_id"])
             for other in others:
-                assert (await until(http, other, "succeeded", "failed", "cancelled"))["status"] == "succeeded"
+                assert (await wait_status(http, other, "succeeded", "failed", "cancelled", timeout=WAIT_S))[
+                    "status"
+                ] == "succeeded"
             done = await resume(http, job_id, view)
     finally:
         gateway.stop()

@@ -4,7 +4,6 @@ answers over HTTP or with the SDK, and the job resumes from its checkpoint to `f
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import httpx
@@ -12,7 +11,7 @@ import pytest
 
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import CALL_ZORBIX, LiveGateway, private_redis
-from tests.support.pauses import GATED_ZORBIX, client_tool
+from tests.support.pauses import GATED_ZORBIX, client_tool, wait_status
 from tests.support.workers import WorkerProcess, write_rules
 from toolq import Client, SyncClient
 
@@ -48,16 +47,6 @@ def stack():
 async def http(stack):
     async with httpx.AsyncClient(base_url=stack.url, timeout=30) as c:
         yield c
-
-
-async def wait_status(http: httpx.AsyncClient, job_id: str, *statuses: str, timeout: float = 20) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        view = (await http.get(f"/v1/jobs/{job_id}")).json()
-        if view["status"] in statuses:
-            return view
-        assert time.monotonic() < deadline, f"job {job_id} is {view['status']}, not {statuses}"
-        await asyncio.sleep(0.05)
 
 
 async def submit(http: httpx.AsyncClient, body: dict) -> str:

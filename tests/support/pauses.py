@@ -1,9 +1,14 @@
 """Paused jobs made straight in Redis, as a worker leaves them, for tests of the answer path that
-need no worker; and the tool definitions that make a real job pause (a client tool, a gated one)."""
+need no worker; the tool definitions that make a real job pause (a client tool, a gated one); and
+the wait for a job's status over HTTP."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any, Literal
+
+import httpx
 
 from toolq.protocol import EventType, JobRequest, JobStatus, Message, PendingAction, now_ms
 from toolq.store.jobstore import JobStore
@@ -30,6 +35,19 @@ GATED_ZORBIX = {
     "execution": "server",
     "requires_approval": True,
 }
+
+
+async def wait_status(
+    http: httpx.AsyncClient, job_id: str, *statuses: str, timeout: float = 20, every_s: float = 0.05
+) -> dict[str, Any]:
+    """Poll GET /v1/jobs/{id} until the job's status is one of ``statuses``; its view then."""
+    deadline = time.monotonic() + timeout
+    while True:
+        view: dict[str, Any] = (await http.get(f"/v1/jobs/{job_id}")).json()
+        if view["status"] in statuses:
+            return view
+        assert time.monotonic() < deadline, f"job {job_id} is {view['status']}, not {statuses}"
+        await asyncio.sleep(every_s)
 
 
 def pending(call_id: str, kind: Literal["client", "approval"], name: str = "lookup") -> PendingAction:
