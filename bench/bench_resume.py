@@ -11,8 +11,10 @@ round, as a job does before it pauses for a client tool; then it pauses:
 Each is timed to its first token (the resumed round's prompt time: the first token is sampled
 right after it) against the same resumed prompt evaluated from nothing on an engine of the same
 settings without tiers, in the same run. Target: at least 20x. Also printed: the copy out of
-llama.cpp on the decode thread when a 3,000-token state is saved (the stall a save costs the
-other slots), against a decode step of a generation running beside it.
+llama.cpp on the decode thread when the long conversation's state is saved while another
+generation decodes (an eviction): it goes in pieces between that generation's steps
+(worker/engine/tiers/piecewise.py), and the longest gap's copy is the stall a save costs the
+other slots, against the median step of the generation beside it. Target: under one step.
 
 3. Two workers, 8 interleaved client-tool conversations through /v1/chat/completions: the share
    of follow-up prompt tokens served from cache, with affinity on against off in the same run.
@@ -96,9 +98,9 @@ def engine(args: argparse.Namespace, folder: Path | None) -> LlamaEngine:
     )
 
 
-def stall(eng: LlamaEngine, first: list[tuple[str, bool]], reply: str) -> tuple[float, float, float, int]:
-    """(copy ms, median step ms, longest step ms, steps timed) of a generation that decodes while
-    another conversation's round ends and its state is saved.
+def stall(eng: LlamaEngine, first: list[tuple[str, bool]], reply: str) -> tuple[list[float], float, float, int]:
+    """(each gap's copy ms, median step ms, longest step ms, steps timed) of a generation that
+    decodes while another conversation's round ends and its state is saved.
 
     The story is a whole chat turn (a bare user line let SmolLM2 end it within a few tokens, which
     left no steps to time), has room for far more tokens than the measurement needs, and is
@@ -136,11 +138,13 @@ def stall(eng: LlamaEngine, first: list[tuple[str, bool]], reply: str) -> tuple[
         time.sleep(0.01)
     story.stop_event.set()
     done.wait()
-    copies = [s for kind, stage, s in list(eng.stats().cache.timings)[before:] if (kind, stage) == ("save", "copy")]
+    copies = [
+        s * 1000 for kind, stage, s in list(eng.stats().cache.timings)[before:] if (kind, stage) == ("save", "copy")
+    ]
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
     if not gaps:
-        return (max(copies) * 1000 if copies else 0.0), 0.0, 0.0, 0
-    return (max(copies) * 1000 if copies else 0.0), statistics.median(gaps) * 1000, max(gaps) * 1000, len(gaps)
+        return copies, 0.0, 0.0, 0
+    return copies, statistics.median(gaps) * 1000, max(gaps) * 1000, len(gaps)
 
 
 def main() -> None:
@@ -187,12 +191,15 @@ def main() -> None:
             f"~{per_token * r.prompt_tokens / r.prompt_ms:.0f}x faster than round 1's rate over the same tokens"
         )
         results = {1: r}
-        copy_ms, step_ms, longest_ms, steps = stall(eng, first, reply)
+        copies, step_ms, longest_ms, steps = stall(eng, first, reply)
+        copy_ms = max(copies, default=0.0)
         if steps:
             print(
-                f"save stall: copy out of llama.cpp {copy_ms:.1f} ms on the decode thread "
-                f"({copy_ms / step_ms:.2f} of a median step); the generation beside it over {steps} steps: "
-                f"median step {step_ms:.1f} ms, longest step {longest_ms:.1f} ms ({longest_ms / step_ms:.2f} steps)"
+                f"save stall: copied out of llama.cpp in {len(copies)} gaps between steps, {sum(copies):.1f} ms "
+                f"in all; the longest gap's copy {copy_ms:.1f} ms on the decode thread ({copy_ms / step_ms:.2f} "
+                f"of a median step, target < 1); the generation beside it over {steps} steps: median step "
+                f"{step_ms:.1f} ms, longest step {longest_ms:.1f} ms ({longest_ms / step_ms:.2f} steps; the other "
+                "rounds' prompt chunks share steps too)"
             )
         else:
             print(f"save stall: copy out {copy_ms:.1f} ms; the story beside it decoded no steps to compare")

@@ -33,13 +33,30 @@ def _request(question: str, facts: str = FACTS, n: int = 24) -> GenerationReques
     )
 
 
-def _engine(folder: Path | None, *, host: int = 1 << 30, flash_attn: bool = False):
+def _engine(folder: Path | None, *, host: int = 1 << 30, flash_attn: bool = False, piece: int = 512):
     from worker.engine import LlamaEngine
 
     tiers = TierSettings(host, 1 << 30 if folder else 0, folder, 64)
     return LlamaEngine(
-        WorkerSettings().model_path, n_ctx=2048, slots=2, n_batch=256, flash_attn=flash_attn, tiers=tiers
+        WorkerSettings().model_path,
+        n_ctx=2048,
+        slots=2,
+        n_batch=256,
+        flash_attn=flash_attn,
+        tiers=tiers,
+        save_piece_tokens=piece,
     )
+
+
+STORY = GenerationRequest(
+    segments=[
+        ("<|im_start|>user\n", True),
+        ("Write a long story about a lighthouse keeper.", False),
+        ("<|im_end|>\n<|im_start|>assistant\n", True),
+    ],
+    max_tokens=48,
+    temperature=0.0,
+)
 
 
 def test_a_restored_state_continues_exactly_as_a_fresh_evaluation(tmp_path):
@@ -101,3 +118,71 @@ def test_a_state_file_of_another_cache_layout_is_refused_and_deleted(tmp_path):
         assert r.cached_tokens == 0
     finally:
         eng.close()
+
+
+@pytest.mark.parametrize("flash_attn", [False, True], ids=["v-transposed", "flash-attn"])
+def test_a_state_saved_in_pieces_while_another_decodes_restores_exactly(tmp_path, flash_attn):
+    """A state copied out a few positions at a time (worker/engine/tiers/piecewise.py), between the
+    steps of a generation in the other slot, and set back piece by piece, continues exactly as
+    the prompt evaluated afresh.
+
+    It is set back by a new engine (from disk), whose cache is empty as the fresh evaluation's
+    was: restored into the cells another conversation left free, its cells would sit in another
+    order, and attention sums them in that order (flash attention most visibly), which moves
+    greedy text with or without a save. For the same reason the generation beside the save is
+    not compared with one run alone: which prompt chunks share its steps changes its numerics."""
+    import threading
+    import time
+
+    folder = tmp_path / "kv"
+    question = "Which rock does lighthouse 11 stand on? Then name two more lighthouses."
+    eng = _engine(folder, flash_attn=flash_attn, piece=37)  # 37: pieces that do not line up with blocks
+    try:
+        fresh = eng.generate_sync(_request(question))
+        assert fresh.prompt_tokens > 37 * 10
+        beside: list[str] = []
+        story = threading.Thread(target=lambda: beside.append(eng.generate_sync(STORY).text))
+        story.start()
+        while eng.stats().busy < 1:  # the story has its slot (the one the question does not hold)
+            time.sleep(0.001)
+        # the only free slot is the question's: another prompt evicts it while the story decodes
+        eng.generate_sync(_request("Name four colours.", facts="Other facts. " * 30, n=2))
+        story.join()
+        assert beside and beside[0]
+    finally:
+        eng.close()
+    eng = _engine(folder, flash_attn=flash_attn, piece=37)
+    try:
+        again = eng.generate_sync(_request(question))
+        assert again.cached_by_source == {"disk": again.prompt_tokens - 1}, again.cached_by_source
+        assert again.text == fresh.text
+    finally:
+        eng.close()
+
+
+@pytest.mark.parametrize("flash_attn", [False, True], ids=["v-transposed", "flash-attn"])
+def test_a_state_in_pieces_restores_exactly_from_host_memory(flash_attn):
+    """Saved while the engine is idle, all pieces at once, and set back from host memory."""
+    question = "Which colour is the lamp of lighthouse 5? Then list three more lighthouses."
+    eng = _engine(None, flash_attn=flash_attn, piece=37)
+    try:
+        fresh = eng.generate_sync(_request(question))
+        for other in ("Tell me about the sea.", "Name four colours."):  # both slots taken: an eviction
+            eng.generate_sync(_request(other, facts="Other facts. " * 30, n=2))
+        again = eng.generate_sync(_request(question))
+        assert again.cached_by_source.get("host", 0) >= fresh.prompt_tokens - 1, again.cached_by_source
+        assert again.text == fresh.text
+    finally:
+        eng.close()
+
+
+def test_a_payload_with_broken_framing_is_refused_not_set(tmp_path):
+    """The store checks a file's checksum; a payload whose pieces do not add up never reaches
+    llama.cpp's reader either (worker/engine/tiers/llama_state.py)."""
+    from worker.engine.tiers.llama_state import frames
+
+    good = bytearray((5).to_bytes(8, "little") + b"abcde" + (2).to_bytes(8, "little") + b"xy")
+    assert frames(good) == [(8, 5), (21, 2)]
+    for broken in (good[:-1], good + b"\x01", bytearray(8)):
+        with pytest.raises(ValueError):
+            frames(broken)

@@ -24,6 +24,7 @@ from worker.engine.scheduler import Scheduler
 from worker.engine.sequence import Sequence
 from worker.engine.tiers import TieredStore, TierSettings
 from worker.engine.tiers.identity import model_identity
+from worker.engine.tiers.piecewise import PIECE_TOKENS, room
 from worker.engine.tiers.store import HeldPrefix
 from worker.generation import (
     ContextLengthExceeded,
@@ -68,6 +69,7 @@ class LlamaEngine:
         verbose: bool = False,
         jump_forward: bool = True,
         tiers: TierSettings | None = None,
+        save_piece_tokens: int = PIECE_TOKENS,
     ):
         if not Path(model_path).is_file():
             raise EngineError(f"model file not found: {model_path}")
@@ -94,7 +96,7 @@ class LlamaEngine:
         # One KV cache shared by every slot (unified): a prefix one slot holds can be shared
         # with another by adding a sequence id to its cells, without copying.
         cparams.n_ctx = slots * n_ctx
-        cparams.n_seq_max = slots
+        cparams.n_seq_max = slots + 1  # and a spare id that saves and restores pass through (tiers/llama_state.py)
         cparams.kv_unified = True
         cparams.n_batch = n_batch
         cparams.n_ubatch = n_batch
@@ -147,6 +149,7 @@ class LlamaEngine:
             spell=self._spelling,
             tokenize=lambda text: self.tokenize(text, special=False),
             tiers=self.tiers,
+            piece_tokens=save_piece_tokens,
         )
         self.jump_forward = jump_forward
 
@@ -303,8 +306,8 @@ def _kv_mib(model: Any, cells: int) -> float:
 def _state_bytes(model: Any, cells: int) -> int:
     """About the size of one sequence's saved state at ``cells`` tokens (llama.cpp's per-sequence
     format: the K and V rows at f16, and a position and sequence id per cell), with room to spare:
-    the ready buffer a save copies into (worker/engine/tiers/spare.py)."""
-    return int(_kv_mib(model, cells) * (1 << 20)) + 16 * cells + (64 << 10)
+    the ready buffer a save copies into in pieces (worker/engine/tiers/spare.py, piecewise.py)."""
+    return room(cells, int(_kv_mib(model, cells) * (1 << 20)) + 16 * cells + (64 << 10))
 
 
 def check_fit(*, slots: int, n_ctx: int, n_batch: int) -> None:

@@ -15,7 +15,8 @@ evaluated; a state only on disk is read by the tiers' own thread while the promp
 slot whose generation ended has its state copied out when the slot is given to another prompt,
 when the engine is idle, or when it closes (not at each round's end: a job's rounds follow each
 other in its slot, and a copy stalls the other slots' step); the copy is on this thread (the
-context is not thread-safe), the rest on the tiers' thread.
+context is not thread-safe), in pieces between steps while others decode
+(worker/engine/tiers/piecewise.py), the rest on the tiers' thread.
 
 Under a grammar, the text the grammar forces next (worker/grammar/forced.py) is not sampled a
 token a step: its tokens join the sampled one as a chunk, like a prompt's, and the sequence
@@ -40,7 +41,8 @@ from worker.engine.sequence import Sequence
 from worker.engine.slots import Placement, Slot, common_prefix, place
 from worker.engine.tiers import TieredStore
 from worker.engine.tiers.blocks import block_hashes
-from worker.engine.tiers.llama_state import copy_out, set_into
+from worker.engine.tiers.llama_state import set_into
+from worker.engine.tiers.piecewise import PIECE_TOKENS, PiecewiseSave, StepPace
 from worker.engine.tiers.store import HeldPrefix
 from worker.generation import EngineError, EngineStats, GenerationResult
 from worker.grammar.check import GrammarError
@@ -80,7 +82,10 @@ class Scheduler:
         spell: Callable[[int], bytes] | None = None,
         tokenize: Callable[[str], list[int]] | None = None,
         tiers: TieredStore | None = None,
+        piece_tokens: int = PIECE_TOKENS,
     ):
+        """The context has ``slots + 1`` sequence ids: one per slot, and a spare one that a save
+        or restore in pieces passes through (worker/engine/tiers/llama_state.py)."""
         self._ctx = ctx
         self.tiers = tiers
         self._mem = llama_cpp.llama_get_memory(ctx)
@@ -93,6 +98,11 @@ class Scheduler:
         self.n_batch = n_batch
         self.prefill_chunk = max(1, prefill_chunk)
         self.slots = [Slot(i) for i in range(slots)]
+        self._spare_id = slots
+        self.piece_tokens = max(1, piece_tokens)
+        self._saving: PiecewiseSave | None = None  # one slot's state on its way out, in pieces
+        self._saving_slot: Slot | None = None
+        self._pace = StepPace()
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._waiting: deque[Sequence] = deque()
@@ -171,7 +181,10 @@ class Scheduler:
                     item = None
             try:
                 self._admit()
-                self._step()
+                t0 = time.perf_counter()
+                if self._running:
+                    self._step()
+                    self._pace.stepped(time.perf_counter() - t0)
             except Exception as e:  # never let the decode thread die: fail what was in flight
                 log.error("engine step failed", error=repr(e))
                 self._fail_all(EngineError(f"engine step failed: {e!r}"), keep_waiting=True)
@@ -180,6 +193,8 @@ class Scheduler:
     def _admit(self) -> None:
         """Give waiting sequences a slot, in arrival order, while slots are free."""
         self._blocked = False
+        if self._saving is not None:
+            self._save_some()
         while self._waiting:
             seq = self._waiting[0]
             if seq.request.stop_event.is_set():
@@ -201,6 +216,9 @@ class Scheduler:
             if restore is _WAIT:
                 self._blocked = True
                 return
+            keep = 0 if restore is not None or placement.copy_from is not None else placement.keep
+            if not self._saved_before_losing(placement.slot, seq.prompt, keep):
+                return  # its slot's state is still on its way out, in pieces between steps
             self._waiting.popleft()
             slot = placement.slot
             if restore is not None:
@@ -233,7 +251,6 @@ class Scheduler:
         """Put a slot placement into the context: the copy from another slot, the cut after the
         kept prefix. The tokens kept and their source."""
         slot = placement.slot
-        self._save_before_losing(slot, seq.prompt, placement.keep if placement.copy_from is None else 0)
         if placement.copy_from is not None:
             llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, 0, -1)
             llama_cpp.llama_memory_seq_cp(self._mem, placement.copy_from.seq_id, slot.seq_id, 0, placement.keep)
@@ -274,11 +291,9 @@ class Scheduler:
 
     def _restore(self, slot: Slot, seq: Sequence, restore: tuple[str, list[int], int, bytearray]) -> tuple[int, str]:
         source, tokens, shared, payload = restore
-        self._save_before_losing(slot, seq.prompt, 0)
         t0 = time.perf_counter()
-        if not set_into(self._ctx, slot.seq_id, payload):
+        if not set_into(self._ctx, slot.seq_id, self._spare_id, payload):
             log.warning("saved state not restored", source=source, tokens=len(tokens))
-            llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, 0, -1)
             slot.tokens = []
             return 0, source
         llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, shared, -1)
@@ -287,36 +302,75 @@ class Scheduler:
         return shared, source
 
     def _save_one(self) -> bool:
-        """Save one free slot whose state is unsaved; whether there was one."""
-        slot = next((s for s in self.slots if s.unsaved and not s.busy), None)
-        if slot is None:
-            return False
+        """While idle: one piece of the save under way, or begin saving a free slot whose state is
+        unsaved; whether there was work."""
         try:
-            self._save(slot, idle=True)
+            if self._saving is not None:
+                self._save_some(0.0)  # one piece, then a look at the inbox
+                return True
+            slot = next((s for s in self.slots if s.unsaved and not s.busy), None)
+            if slot is None:
+                return False
+            self._begin_save(slot, idle=True)
         except Exception as e:  # the cache is an optimisation: never let it stop the engine
             log.warning("state not saved", error=repr(e))
-            slot.unsaved = False
+            self._saving = self._saving_slot = None
         return True
 
-    def _save(self, slot: Slot, *, idle: bool = False) -> None:
-        """Copy a slot's state out to the tiers, unless a saved state holds it already. An
-        eviction copies into the ready buffer (tiers/spare.py), since other slots wait on it; a
-        save while idle (nothing waits) allocates its own and leaves that buffer for the next one."""
+    def _begin_save(self, slot: Slot, *, idle: bool = False) -> None:
+        """Start copying a slot's state out to the tiers, unless a saved state holds it already.
+        An eviction copies into the ready buffer (tiers/spare.py), since a prompt waits on it; a
+        save while idle allocates its own and leaves that buffer for the next one."""
         slot.unsaved = False
         if self.tiers is None or self.tiers.covers(slot.tokens):
             return
-        t0 = time.perf_counter()
-        payload = copy_out(self._ctx, slot.seq_id, None if idle else self.tiers.ready_buffer)
-        self.stats.cache.timings.append(("save", "copy", time.perf_counter() - t0))
-        if payload:
-            self.tiers.save(list(slot.tokens), payload)
+        ready = None if idle else self.tiers.ready_buffer
+        self._saving = PiecewiseSave.begin(self._ctx, slot.seq_id, slot.tokens, ready, self.piece_tokens)
+        self._saving_slot = slot if self._saving is not None else None
 
-    def _save_before_losing(self, slot: Slot, prompt: list[int], keep: int) -> None:
-        """Save the slot's state when placing ``prompt`` there, keeping ``keep`` tokens, throws
-        some of it away (an eviction)."""
-        if len(slot.tokens) > min(keep, common_prefix(slot.tokens, prompt)):
-            self._save(slot)
+    def _save_some(self, budget_s: float | None = None) -> None:
+        """Copy pieces of the save under way for about ``budget_s`` (default: what the pace of the
+        steps allows, all of it when nothing decodes; at least one piece); hand the state to the
+        tiers once it is all out."""
+        saving = self._saving
+        assert saving is not None and self.tiers is not None
+        if budget_s is None:
+            budget_s = self._pace.budget(bool(self._running))
+        try:
+            spent = saving.copy(self._ctx, self._spare_id, budget_s)
+        except Exception as e:  # the cache is an optimisation: never let it stop the engine
+            log.warning("state not saved", error=repr(e))
+            self._saving = self._saving_slot = None
+            return
+        self.stats.cache.timings.append(("save", "copy", spent))
+        if saving.done:
+            self._saving = self._saving_slot = None
+            self.tiers.save(saving.tokens, saving.payload())
+
+    def _saved_before_losing(self, slot: Slot, prompt: list[int], keep: int) -> bool:
+        """Whether ``prompt`` may take ``slot`` now, keeping ``keep`` of its tokens. A placement that
+        throws some of the slot's state away (an eviction) waits until that state is saved, which
+        goes on in pieces between steps while other slots decode; one save at a time."""
+        loses = len(slot.tokens) > min(keep, common_prefix(slot.tokens, prompt))
+        if loses and self._saving_slot is not slot:
+            if self._saving is not None:
+                if not self._covered(slot):
+                    return False  # after the save under way (_admit moves it on)
+            else:
+                try:
+                    self._begin_save(slot)
+                except Exception as e:  # the cache is an optimisation: never let it stop the engine
+                    log.warning("state not saved", error=repr(e))
+                if self._saving is not None:
+                    self._save_some()
+        if loses and self._saving_slot is slot:
+            return False  # its positions are still being copied
+        # appending to a slot whose save is under way is safe: the save copies the positions it began with
         slot.unsaved = False  # what it keeps is the new prompt's: saved when that one ends
+        return True
+
+    def _covered(self, slot: Slot) -> bool:
+        return self.tiers is None or self.tiers.covers(slot.tokens)
 
     def _step(self) -> None:
         for seq in [s for s in self._running if s.request.stop_event.is_set()]:
@@ -479,6 +533,7 @@ class Scheduler:
 
     def _forget_caches(self) -> None:
         llama_cpp.llama_memory_clear(self._mem, True)
+        self._saving = self._saving_slot = None
         for slot in self.slots:
             slot.tokens = []
             slot.busy = False

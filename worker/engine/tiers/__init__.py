@@ -13,8 +13,10 @@ be given to another prompt, and hands the bytes to a writer thread, which keeps 
   states, so the longest saved prefix of a prompt is found by walking its blocks;
 - ``identity.py``: what a state is only valid for (the model file, the llama.cpp build, the
   cache's layout), part of every key and every file header;
-- ``llama_state.py``: the two calls into llama.cpp (copy a sequence out, set it back into a
-  sequence), on the decode thread, which owns the context.
+- ``llama_state.py``: the calls into llama.cpp (copy a range of a sequence's positions out, set
+  a saved state back into a sequence), on the decode thread, which owns the context;
+- ``piecewise.py``: a save copied out in pieces between decode steps, so it never holds the
+  other slots up for long;
 - ``spare.py``: the buffer an eviction copies into, made while the engine is idle.
 
 The scheduler (worker/engine/scheduler.py) asks the store before placing a prompt: a prefix its

@@ -11,7 +11,8 @@ Layout (little-endian):
     checksum   16 bytes  BLAKE2b-128 of the tokens' bytes and the payload
     build      build_len bytes (UTF-8)
     tokens     n_tokens x i32
-    payload    payload bytes, as llama_state_seq_get_data wrote them
+    payload    payload bytes: pieces, each a u64 length and what llama_state_seq_get_data wrote
+               (worker/engine/tiers/llama_state.py)
 
 A file is refused (``Refused``) when its magic, version, identity or build is not this worker's,
 when its length is not exactly what its header says (truncated, or something appended), or when
@@ -31,7 +32,7 @@ from typing import Any, BinaryIO, cast
 from worker.engine.tiers.identity import Identity
 
 MAGIC = b"TOOLQKV\0"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the payload is framed pieces (llama_state.py)
 _FIXED = struct.Struct("<8sHH32sIQ16s")
 
 

@@ -1,0 +1,104 @@
+"""A state copied out of llama.cpp in pieces, between decode steps, so that a save never holds up
+the other slots for more than about half a step.
+
+Copying a sequence out is synchronous on the decode thread, and every other slot's next token
+waits for it. One copy of a whole 4,000-token state (92 MB on SmolLM2-135M) took 13.7 ms here,
+where a decode step beside it took 9.6 ms: a stall of 1.4 steps (bench/bench_resume.py). So a
+state is copied a range of positions at a time (llama_state.py), as many ranges between two steps
+as fit in half of a recent step, at least one.
+
+The slot being saved is held until the last piece is out: a prompt that would overwrite its cells
+waits (a few steps); one that only appends to them (the same conversation's next round) may run,
+since the ranges being copied are the positions the save started with. When nothing is decoding,
+nobody waits, and the whole state is copied at once.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from worker.engine.tiers.llama_state import copy_range, state_size
+
+PIECE_TOKENS = 512  # a piece of a state: at most this many positions (about 1.7 ms at 4,000 tokens here)
+PIECE_ROOM = 16 << 10  # bytes a piece may take beyond its share of the whole state (its own headers)
+
+
+def room(n_tokens: int, whole_bytes: int, piece_tokens: int = PIECE_TOKENS) -> int:
+    """A buffer that holds a state of ``whole_bytes`` (as one piece) copied in pieces."""
+    return whole_bytes + (n_tokens // max(1, piece_tokens) + 1) * PIECE_ROOM
+
+
+@dataclass
+class PiecewiseSave:
+    """One slot's state being copied out, the positions the save began with."""
+
+    seq_id: int
+    tokens: list[int]
+    buf: bytearray
+    piece_tokens: int = PIECE_TOKENS
+    at: int = 0  # bytes written
+    pos: int = 0  # the next position to copy
+
+    @classmethod
+    def begin(
+        cls,
+        ctx: Any,
+        seq_id: int,
+        tokens: list[int],
+        ready: Callable[[int], bytearray | None] | None,
+        piece_tokens: int,
+    ) -> PiecewiseSave | None:
+        """A save of the sequence's cells, positions 0 .. len(tokens)-1, into a ready buffer
+        (spare.py) where ``ready`` gives one; None when llama.cpp holds nothing for it."""
+        whole = state_size(ctx, seq_id)
+        if whole == 0 or not tokens:
+            return None
+        n = room(len(tokens), whole, piece_tokens)
+        buf = (ready(n) if ready is not None else None) or bytearray(n)
+        return cls(seq_id, list(tokens), buf, max(1, piece_tokens))
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= len(self.tokens)
+
+    def copy(self, ctx: Any, spare_id: int, budget_s: float) -> float:
+        """Copy pieces until the next would overrun ``budget_s`` (at least one); the seconds spent."""
+        t0 = time.perf_counter()
+        last = 0.0
+        while not self.done:
+            if last and time.perf_counter() - t0 + last > budget_s:
+                break
+            t1 = time.perf_counter()
+            end = min(self.pos + self.piece_tokens, len(self.tokens))
+            self.at = copy_range(ctx, self.seq_id, spare_id, self.pos, end, self.buf, self.at)
+            self.pos = end
+            last = time.perf_counter() - t1
+        return time.perf_counter() - t0
+
+    def payload(self) -> bytearray:
+        """The framed pieces (llama_state.py), the buffer trimmed to them; once ``done``."""
+        del self.buf[self.at :]
+        return self.buf
+
+
+@dataclass
+class StepPace:
+    """How long the copy may run between two steps: half of a recent decode step."""
+
+    share: float = 0.5
+    steps: deque[float] = field(default_factory=lambda: deque(maxlen=32))
+
+    def stepped(self, seconds: float) -> None:
+        self.steps.append(seconds)
+
+    def budget(self, decoding: bool) -> float:
+        if not decoding:
+            return float("inf")  # nobody waits on the copy
+        if not self.steps:
+            return 0.0  # one piece
+        return self.share * statistics.median(self.steps)
