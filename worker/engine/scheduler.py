@@ -181,6 +181,8 @@ class Scheduler:
                     item = None
             try:
                 self._admit()
+                if self._saving is not None and (self._running or self._waiting):
+                    self._save_some()  # between two steps, or all of it when only a prompt waits on it
                 t0 = time.perf_counter()
                 if self._running:
                     self._step()
@@ -193,8 +195,6 @@ class Scheduler:
     def _admit(self) -> None:
         """Give waiting sequences a slot, in arrival order, while slots are free."""
         self._blocked = False
-        if self._saving is not None:
-            self._save_some()
         while self._waiting:
             seq = self._waiting[0]
             if seq.request.stop_event.is_set():
@@ -306,7 +306,7 @@ class Scheduler:
         unsaved; whether there was work."""
         try:
             if self._saving is not None:
-                self._save_some(0.0)  # one piece, then a look at the inbox
+                self._save_some(self._pace.budget(True))  # about half a step, then a look at the inbox
                 return True
             slot = next((s for s in self.slots if s.unsaved and not s.busy), None)
             if slot is None:
@@ -320,7 +320,7 @@ class Scheduler:
     def _begin_save(self, slot: Slot, *, idle: bool = False) -> None:
         """Start copying a slot's state out to the tiers, unless a saved state holds it already.
         An eviction copies into the ready buffer (tiers/spare.py), since a prompt waits on it; a
-        save while idle allocates its own and leaves that buffer for the next one."""
+        save while idle grows its own a piece at a time and leaves that buffer for the next one."""
         slot.unsaved = False
         if self.tiers is None or self.tiers.covers(slot.tokens):
             return
@@ -355,16 +355,14 @@ class Scheduler:
         if loses and self._saving_slot is not slot:
             if self._saving is not None:
                 if not self._covered(slot):
-                    return False  # after the save under way (_admit moves it on)
+                    return False  # after the save under way (_run moves it on)
             else:
                 try:
                     self._begin_save(slot)
                 except Exception as e:  # the cache is an optimisation: never let it stop the engine
                     log.warning("state not saved", error=repr(e))
-                if self._saving is not None:
-                    self._save_some()
         if loses and self._saving_slot is slot:
-            return False  # its positions are still being copied
+            return False  # its positions are still being copied (_run moves the save on)
         # appending to a slot whose save is under way is safe: the save copies the positions it began with
         slot.unsaved = False  # what it keeps is the new prompt's: saved when that one ends
         return True

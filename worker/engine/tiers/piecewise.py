@@ -4,8 +4,8 @@ the other slots for more than about half a step.
 Copying a sequence out is synchronous on the decode thread, and every other slot's next token
 waits for it. One copy of a whole 4,000-token state (92 MB on SmolLM2-135M) took 13.7 ms here,
 where a decode step beside it took 9.6 ms: a stall of 1.4 steps (bench/bench_resume.py). So a
-state is copied a range of positions at a time (llama_state.py), as many ranges between two steps
-as fit in half of a recent step, at least one.
+state is copied a range of positions at a time (llama_state.py), as much between two steps as fits
+in half of a recent step, at least one range.
 
 The slot being saved is held until the last piece is out: a prompt that would overwrite its cells
 waits (a few steps); one that only appends to them (the same conversation's next round) may run,
@@ -24,7 +24,8 @@ from typing import Any
 
 from worker.engine.tiers.llama_state import copy_range, state_size
 
-PIECE_TOKENS = 512  # a piece of a state: at most this many positions (about 1.7 ms at 4,000 tokens here)
+PIECE_TOKENS = 512  # a piece of a state: at most this many positions (about 0.7 ms here on SmolLM2)
+MIN_PIECE = 32  # and at least this many, unless fewer are left (each piece walks every cell's metadata)
 PIECE_ROOM = 16 << 10  # bytes a piece may take beyond its share of the whole state (its own headers)
 
 
@@ -43,6 +44,8 @@ class PiecewiseSave:
     piece_tokens: int = PIECE_TOKENS
     at: int = 0  # bytes written
     pos: int = 0  # the next position to copy
+    per_token: float | None = None  # seconds a position took in the last piece
+    started_at: int = 0  # where this call's pieces began
 
     @classmethod
     def begin(
@@ -54,12 +57,13 @@ class PiecewiseSave:
         piece_tokens: int,
     ) -> PiecewiseSave | None:
         """A save of the sequence's cells, positions 0 .. len(tokens)-1, into a ready buffer
-        (spare.py) where ``ready`` gives one; None when llama.cpp holds nothing for it."""
+        (spare.py) where ``ready`` gives one, else into one that grows a piece at a time (a whole
+        fresh buffer is zeroed at once, holding the GIL: tens of ms for a long state); None when
+        llama.cpp holds nothing for it."""
         whole = state_size(ctx, seq_id)
         if whole == 0 or not tokens:
             return None
-        n = room(len(tokens), whole, piece_tokens)
-        buf = (ready(n) if ready is not None else None) or bytearray(n)
+        buf = (ready(room(len(tokens), whole, piece_tokens)) if ready is not None else None) or bytearray()
         return cls(seq_id, list(tokens), buf, max(1, piece_tokens))
 
     @property
@@ -67,17 +71,28 @@ class PiecewiseSave:
         return self.pos >= len(self.tokens)
 
     def copy(self, ctx: Any, spare_id: int, budget_s: float) -> float:
-        """Copy pieces until the next would overrun ``budget_s`` (at least one); the seconds spent."""
+        """Copy pieces that fit in ``budget_s``, at least one; the seconds spent. A piece's size
+        follows the rate the last one was copied at (page faults of a growing buffer included),
+        between MIN_PIECE and ``piece_tokens`` positions; the first is MIN_PIECE, to learn it."""
         t0 = time.perf_counter()
-        last = 0.0
         while not self.done:
-            if last and time.perf_counter() - t0 + last > budget_s:
-                break
+            left = budget_s - (time.perf_counter() - t0)
+            if self.per_token is None:
+                n = MIN_PIECE
+            elif left == float("inf"):
+                n = self.piece_tokens
+            else:
+                n = int(left / self.per_token) if left > 0 else 0
+                if n < MIN_PIECE:
+                    if self.pos > self.started_at:
+                        break  # the next piece would overrun: after the next step
+                    n = MIN_PIECE  # at least one piece a call
+            n = max(1, min(n, self.piece_tokens, len(self.tokens) - self.pos))
             t1 = time.perf_counter()
-            end = min(self.pos + self.piece_tokens, len(self.tokens))
-            self.at = copy_range(ctx, self.seq_id, spare_id, self.pos, end, self.buf, self.at)
-            self.pos = end
-            last = time.perf_counter() - t1
+            self.at = copy_range(ctx, self.seq_id, spare_id, self.pos, self.pos + n, self.buf, self.at)
+            self.pos += n
+            self.per_token = (time.perf_counter() - t1) / n
+        self.started_at = self.pos
         return time.perf_counter() - t0
 
     def payload(self) -> bytearray:

@@ -12,7 +12,8 @@ Why idle, on the decode thread, and not on the tiers' writer thread: CPython zer
 ``bytearray`` holding the GIL (about 35 ms for 94 MB here), and the decode thread needs the GIL
 after every llama.cpp call, so an allocation on another thread during a save stalled the step as
 much as the page faults it was meant to move away. While every slot is busy, a second save
-before the engine has been idle gets a fresh buffer, as it did before: slower, never wrong.
+before the engine has been idle copies into a buffer that grows a piece at a time
+(piecewise.py): slower, never wrong, and spread over the steps as the copy is.
 
 The cost is one buffer of ``size`` bytes of host memory per worker, beside the host tier, and a
 trimmed state that is more than half of the buffer keeps the buffer's allocation (host.py counts
