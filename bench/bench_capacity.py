@@ -2,7 +2,7 @@
 and where the limit is, against arq's own empty jobs through the same Redis in the same run.
 
     .venv/bin/python bench/bench_capacity.py [--jobs 2000] [--workers 2] [--gateways 2]
-        [--slots 16] [--concurrency 64] [--arq-jobs 4000] [--sample 200] [--job-s 0]
+        [--slots 16] [--concurrency 64] [--arq-jobs 4000] [--sample 200] [--job-s 0] [--no-floor]
 
 One redis-server of its own on a free port, nothing persisted. Everything real except the model:
 
@@ -15,7 +15,14 @@ One redis-server of its own on a free port, nothing persisted. Everything real e
    40 tokens spread over that many seconds, as a job that generates for a while; the default
    lease and heartbeat), and ``--jobs`` jobs posted to /v1/jobs round robin by ``--concurrency`` tasks;
    the figure runs from the first POST to the last terminal event, read on ``toolq:events``.
-3. Where the commands go: ``--sample`` more toolq jobs under MONITOR (its cost is kept out of
+3. The floor: arq's empty job plus the least the event protocol writes (toolq/protocol.py): a
+   record, and three events (queued by the client, started and final by the job), each one
+   script call that bumps the record's seq, sets its status, appends to the job's stream and
+   publishes on the job's channel and the all-jobs channel; the client hears the ends on the
+   all-jobs channel with as many other followers as there are gateways (each gateway follows it
+   for its metrics). No fair share, leases, usage, idempotency or affinity: what any design
+   that keeps arq as the runner and the protocol's events pays, whatever else it cuts.
+4. Where the commands go: ``--sample`` more toolq jobs under MONITOR (its cost is kept out of
    the figures of 2): every command a client sent, and every script call by script name with the
    commands it ran inside.
 
@@ -169,11 +176,21 @@ def arq_worker_main(url: str, max_jobs: int) -> None:
     async def noop(ctx: dict[str, Any]) -> None:
         return None
 
+    script: Any = None
+
+    async def floor(ctx: dict[str, Any], job_id: str) -> None:
+        """The floor's job: its started and final events (the floor, below)."""
+        nonlocal script
+        if script is None:
+            script = ctx["redis"].register_script(FLOOR_EVENT)
+        await floor_emit(script, job_id, "started")
+        await floor_emit(script, job_id, "final")
+
     async def ready(ctx: dict[str, Any]) -> None:
         print("ready", flush=True)
 
     worker = Worker(
-        functions=[func(noop, name="noop")],
+        functions=[func(noop, name="noop"), func(floor, name="floor")],
         queue_name=ARQ_QUEUE,
         redis_settings=RedisSettings.from_dsn(url),
         max_jobs=max_jobs,
@@ -232,6 +249,76 @@ def run_anchor(url: str, args: argparse.Namespace, r: redis_sync.Redis) -> Phase
         with Meter(r, {f"arq worker {i + 1}": p.pid for i, p in enumerate(procs)}) as m:
             wall = asyncio.run(arq_jobs(url, args.arq_jobs, args.concurrency))
         phase = m.phase("arq, empty jobs (anchor)", args.arq_jobs, wall)
+        phase.idle_cpu_per_s, phase.idle_calls_per_s = idle_cpu, idle_calls
+        return phase
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(10)
+
+
+# ---------------------------------------------------------------------- the floor: arq and the events
+
+# One event as the protocol writes it, least form: the record's seq and status, the stream, both channels.
+FLOOR_EVENT = """
+local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+redis.call('HSET', KEYS[1], 'status', ARGV[2])
+local ev = '{"job_id":"' .. ARGV[1] .. '","seq":' .. seq .. ',"type":"' .. ARGV[2] .. '","data":{}}'
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', 1000, '*', 'e', ev)
+redis.call('PUBLISH', 'toolq:events:' .. ARGV[1], ev)
+redis.call('PUBLISH', 'toolq:events', ev)
+return seq
+"""
+
+
+def floor_keys(job_id: str) -> list[str]:
+    return [f"bench:floor:job:{job_id}", f"bench:floor:stream:{job_id}"]
+
+
+async def floor_emit(script: Any, job_id: str, etype: str) -> None:
+    await script(keys=floor_keys(job_id), args=[job_id, etype])
+
+
+async def floor_jobs(url: str, n: int, concurrency: int, followers: int) -> float:
+    """Enqueue n floor jobs (a queued event, then arq's enqueue); seconds to the last final event."""
+    from toolq.store.arq_link import connect
+
+    pool = connect(url)
+    script = pool.register_script(FLOOR_EVENT)
+    gate = asyncio.Semaphore(concurrency)
+    others = []
+    for _ in range(followers):  # the gateways' metrics followers: each publish is delivered to them too
+        ps = redis_sync.Redis.from_url(url).pubsub()
+        ps.subscribe(**{"toolq:events": lambda _msg: None})
+        others.append(ps.run_in_thread(sleep_time=0.05, daemon=True))
+    async with Endings(url) as ends:
+
+        async def one(i: int) -> None:
+            job_id = f"f{i}-{os.getpid()}-{time.monotonic_ns()}"
+            async with gate:
+                await floor_emit(script, job_id, "queued")
+                ends.expect(job_id)
+                await pool.enqueue_job("floor", job_id, _queue_name=ARQ_QUEUE)
+
+        try:
+            t0 = time.perf_counter()
+            await asyncio.gather(*(one(i) for i in range(n)))
+            return await ends.all_ended(n, timeout=120 + n / 10) - t0
+        finally:
+            await pool.aclose()
+            for t in others:
+                t.stop()
+
+
+def run_floor(url: str, args: argparse.Namespace, r: redis_sync.Redis) -> Phase:
+    procs = start_arq_workers(url, args.workers, args.slots)
+    try:
+        asyncio.run(floor_jobs(url, 200, args.concurrency, args.gateways))  # warm up
+        idle_cpu, idle_calls = idle(r, args.idle_s)
+        with Meter(r, {f"arq worker {i + 1}": p.pid for i, p in enumerate(procs)}) as m:
+            wall = asyncio.run(floor_jobs(url, args.arq_jobs, args.concurrency, args.gateways))
+        phase = m.phase("floor: arq's empty job and the protocol's three events", args.arq_jobs, wall)
         phase.idle_cpu_per_s, phase.idle_calls_per_s = idle_cpu, idle_calls
         return phase
     finally:
@@ -403,12 +490,43 @@ class Monitor:
 # ---------------------------------------------------------------------- report
 
 
+def command_time(r: redis_sync.Redis, run_jobs: Any) -> Counter[str]:
+    """Microseconds Redis spent executing each command (a script by its name) while ``run_jobs()``
+    runs, from the slow log with every command logged: execution only, not reading requests or
+    writing replies."""
+    names = script_names()
+    old = r.config_get("slowlog-*")
+    r.config_set("slowlog-max-len", 1_000_000)
+    r.config_set("slowlog-log-slower-than", 0)
+    r.slowlog_reset()
+    try:
+        run_jobs()
+        entries = r.slowlog_get(1_000_000)
+    finally:
+        r.config_set("slowlog-log-slower-than", old["slowlog-log-slower-than"])
+        r.config_set("slowlog-max-len", old["slowlog-max-len"])
+        r.slowlog_reset()
+    out: Counter[str] = Counter()
+    for e in entries:
+        cmd = e["command"].split()
+        if not cmd:
+            continue
+        name = cmd[0].decode().upper() if isinstance(cmd[0], bytes) else str(cmd[0]).upper()
+        if name in ("SLOWLOG", "CONFIG", "INFO"):
+            continue
+        if name == "EVALSHA" and len(cmd) > 1:
+            sha = cmd[1].decode() if isinstance(cmd[1], bytes) else str(cmd[1])
+            name = names.get(sha, "EVALSHA ?")
+        out[name] += int(e["duration"])
+    return out
+
+
 def per_job(c: Counter[str], n: int, top: int = 12) -> str:
     return ", ".join(f"{k} {v / n:.2f}" for k, v in c.most_common(top))
 
 
-def report(anchor: Phase, ours: Phase, ncpu: int) -> None:
-    for p in (anchor, ours):
+def report(anchor: Phase, ours: Phase, ncpu: int, floor: Phase | None = None) -> None:
+    for p in (anchor, ours) if floor is None else (anchor, floor, ours):
         print(f"\n{p.name}: {p.jobs} jobs in {p.wall_s:.2f} s = {p.rate:.0f} jobs/s")
         print(
             f"   Redis: {p.commands_per_job:.1f} commands per job (script inner commands included), "
@@ -446,7 +564,15 @@ def report(anchor: Phase, ours: Phase, ncpu: int) -> None:
     print(f"   Redis commands per job: {ours.commands_per_job / anchor.commands_per_job:.2f}")
     print(f"   Redis CPU per job: {ours.redis_ms_per_job / anchor.redis_ms_per_job:.2f}")
     print(f"   Redis CPU per job, less idle: {ours.marginal_ms_per_job / anchor.marginal_ms_per_job:.2f}")
+    if floor is not None:
+        f, a, o = floor.marginal_ms_per_job, anchor.marginal_ms_per_job, ours.marginal_ms_per_job
+        print(f"   Redis CPU per job less idle, floor / arq: {f / a:.2f}; toolq / floor: {o / f:.2f}")
     target = 0.3
+    if floor is not None:
+        print(
+            f"\nthe floor, less idle: {floor.marginal_ms_per_job:.3f} ms a job "
+            f"({'under' if floor.marginal_ms_per_job <= target else 'over'} the target of {target} ms by itself)"
+        )
     print(
         f"\ntarget: Redis CPU per job at most {target} ms (one core, 3,000 jobs/s), less idle: "
         f"{ours.marginal_ms_per_job:.3f} ms  {'PASS' if ours.marginal_ms_per_job <= target else 'FAIL'}"
@@ -467,6 +593,7 @@ def run(args: argparse.Namespace) -> None:
     stack: Stack | None = None
     try:
         anchor = run_anchor(url, args, r)
+        floor = run_floor(url, args, r) if args.floor else None
         stack = Stack(url, args)
         asyncio.run(toolq_jobs(stack.urls, url, 200, args.concurrency))  # warm up
         idle_cpu, idle_calls = idle(r, args.idle_s)
@@ -474,7 +601,7 @@ def run(args: argparse.Namespace) -> None:
             wall = asyncio.run(toolq_jobs(stack.urls, url, args.jobs, args.concurrency))
         ours = m.phase("toolq, scripted instant jobs through the gateways", args.jobs, wall)
         ours.idle_cpu_per_s, ours.idle_calls_per_s = idle_cpu, idle_calls
-        report(anchor, ours, ncpu)
+        report(anchor, ours, ncpu, floor)
         if args.sample:
             with Monitor(server.port) as mon:
                 asyncio.run(toolq_jobs(stack.urls, url, args.sample, args.concurrency))
@@ -488,6 +615,12 @@ def run(args: argparse.Namespace) -> None:
                     f"{sum(inside[name].values()) / n:5.1f} commands inside: "
                     f"{per_job(inside[name], n, 10)}"
                 )
+            spent = command_time(r, lambda: asyncio.run(toolq_jobs(stack.urls, url, n, args.concurrency)))
+            total = sum(spent.values())
+            print(
+                f"   time Redis spent running them (SLOWLOG at 0 us, {n} more jobs): {total / n:.0f} us a job: "
+                + ", ".join(f"{k} {v / n:.0f}" for k, v in spent.most_common(10))
+            )
     finally:
         if stack is not None:
             stack.stop()
@@ -506,6 +639,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--job-s", type=float, default=0.0, help="seconds each toolq job generates (0: it answers at once)")
     p.add_argument("--sample", type=int, default=200, help="jobs run under MONITOR for the breakdown (0: none)")
     p.add_argument("--idle-s", type=float, default=5.0, help="seconds of idle Redis measured before each phase")
+    p.add_argument(
+        "--floor", action=argparse.BooleanOptionalAction, default=True, help="measure the floor phase (3 above)"
+    )
     p.add_argument("--arq-worker", metavar="URL", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.arq_worker:
