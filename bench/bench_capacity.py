@@ -45,9 +45,10 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import redis as redis_sync
@@ -241,14 +242,21 @@ async def arq_jobs(url: str, n: int, concurrency: int) -> float:
     return wall
 
 
-def run_anchor(url: str, args: argparse.Namespace, r: redis_sync.Redis) -> Phase:
+def run_arq_phase(
+    name: str,
+    url: str,
+    args: argparse.Namespace,
+    r: redis_sync.Redis,
+    jobs: Callable[[int], Coroutine[Any, Any, float]],
+) -> Phase:
+    """A phase on arq worker processes: a warm-up, the idle cost, then ``--arq-jobs`` jobs."""
     procs = start_arq_workers(url, args.workers, args.slots)
     try:
-        asyncio.run(arq_jobs(url, 200, args.concurrency))  # warm up
+        asyncio.run(jobs(200))  # warm up
         idle_cpu, idle_calls = idle(r, args.idle_s)
         with Meter(r, {f"arq worker {i + 1}": p.pid for i, p in enumerate(procs)}) as m:
-            wall = asyncio.run(arq_jobs(url, args.arq_jobs, args.concurrency))
-        phase = m.phase("arq, empty jobs (anchor)", args.arq_jobs, wall)
+            wall = asyncio.run(jobs(args.arq_jobs))
+        phase = m.phase(name, args.arq_jobs, wall)
         phase.idle_cpu_per_s, phase.idle_calls_per_s = idle_cpu, idle_calls
         return phase
     finally:
@@ -256,6 +264,10 @@ def run_anchor(url: str, args: argparse.Namespace, r: redis_sync.Redis) -> Phase
             p.terminate()
         for p in procs:
             p.wait(10)
+
+
+def run_anchor(url: str, args: argparse.Namespace, r: redis_sync.Redis) -> Phase:
+    return run_arq_phase("arq, empty jobs (anchor)", url, args, r, lambda n: arq_jobs(url, n, args.concurrency))
 
 
 # ---------------------------------------------------------------------- the floor: arq and the events
@@ -312,20 +324,13 @@ async def floor_jobs(url: str, n: int, concurrency: int, followers: int) -> floa
 
 
 def run_floor(url: str, args: argparse.Namespace, r: redis_sync.Redis) -> Phase:
-    procs = start_arq_workers(url, args.workers, args.slots)
-    try:
-        asyncio.run(floor_jobs(url, 200, args.concurrency, args.gateways))  # warm up
-        idle_cpu, idle_calls = idle(r, args.idle_s)
-        with Meter(r, {f"arq worker {i + 1}": p.pid for i, p in enumerate(procs)}) as m:
-            wall = asyncio.run(floor_jobs(url, args.arq_jobs, args.concurrency, args.gateways))
-        phase = m.phase("floor: arq's empty job and the protocol's three events", args.arq_jobs, wall)
-        phase.idle_cpu_per_s, phase.idle_calls_per_s = idle_cpu, idle_calls
-        return phase
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait(10)
+    return run_arq_phase(
+        "floor: arq's empty job and the protocol's three events",
+        url,
+        args,
+        r,
+        lambda n: floor_jobs(url, n, args.concurrency, args.gateways),
+    )
 
 
 # ---------------------------------------------------------------------- toolq
@@ -495,13 +500,13 @@ def command_time(r: redis_sync.Redis, run_jobs: Any) -> Counter[str]:
     runs, from the slow log with every command logged: execution only, not reading requests or
     writing replies."""
     names = script_names()
-    old = r.config_get("slowlog-*")
+    old = cast("dict[str, str]", r.config_get("slowlog-*"))  # redis-py types both clients' results as one
     r.config_set("slowlog-max-len", 1_000_000)
     r.config_set("slowlog-log-slower-than", 0)
     r.slowlog_reset()
     try:
         run_jobs()
-        entries = r.slowlog_get(1_000_000)
+        entries = cast("list[dict[str, Any]]", r.slowlog_get(1_000_000))
     finally:
         r.config_set("slowlog-log-slower-than", old["slowlog-log-slower-than"])
         r.config_set("slowlog-max-len", old["slowlog-max-len"])
