@@ -14,7 +14,9 @@ settings without tiers, in the same run. Target: at least 20x. Also printed: the
 llama.cpp on the decode thread when the long conversation's state is saved while another
 generation decodes (an eviction): it goes in pieces between that generation's steps
 (worker/engine/tiers/piecewise.py), and the longest gap's copy is the stall a save costs the
-other slots, against the median step of the generation beside it. Target: under one step.
+other slots, against the median step of the generation beside it. Target: under one step. The
+conversation then resumes beside it, and its state is set back the same way: the longest gap's
+restore is printed too.
 
 3. Two workers, 8 interleaved client-tool conversations through /v1/chat/completions: the share
    of follow-up prompt tokens served from cache, with affinity on against off in the same run.
@@ -98,9 +100,12 @@ def engine(args: argparse.Namespace, folder: Path | None) -> LlamaEngine:
     )
 
 
-def stall(eng: LlamaEngine, first: list[tuple[str, bool]], reply: str) -> tuple[list[float], float, float, int]:
-    """(each gap's copy ms, median step ms, longest step ms, steps timed) of a generation that
-    decodes while another conversation's round ends and its state is saved.
+def stall(
+    eng: LlamaEngine, first: list[tuple[str, bool]], reply: str
+) -> tuple[list[float], list[float], float, float, int]:
+    """(each gap's copy ms, each gap's restore ms, median step ms, longest step ms, steps timed)
+    of a generation that decodes while another conversation's round ends and its state is saved,
+    then the conversation resumes and its state is set back.
 
     The story is a whole chat turn (a bare user line let SmolLM2 end it within a few tokens, which
     left no steps to time), has room for far more tokens than the measurement needs, and is
@@ -133,18 +138,20 @@ def stall(eng: LlamaEngine, first: list[tuple[str, bool]], reply: str) -> tuple[
     # conversation takes its slot (the only free one): the slot's state is saved, an eviction
     eng.generate_sync(req([*resumed(first, reply), ("Also", False)], n=2))
     eng.generate_sync(req([("<|im_start|>user\n", True), ("Name a colour.", False)], n=2))
+    # the long conversation again: its state comes back from host memory, in pieces between steps
+    eng.generate_sync(req([*resumed(first, reply), ("Also", False)], n=2))
     after = len(stamps)
     while len(stamps) < after + 10 and not done.is_set():  # a few steps past the save
         time.sleep(0.01)
     story.stop_event.set()
     done.wait()
-    copies = [
-        s * 1000 for kind, stage, s in list(eng.stats().cache.timings)[before:] if (kind, stage) == ("save", "copy")
-    ]
+    timings = list(eng.stats().cache.timings)[before:]
+    copies = [s * 1000 for kind, stage, s in timings if (kind, stage) == ("save", "copy")]
+    sets = [s * 1000 for kind, _, s in timings if kind == "restore"]
     gaps = [b - a for a, b in itertools.pairwise(stamps)]
     if not gaps:
-        return copies, 0.0, 0.0, 0
-    return copies, statistics.median(gaps) * 1000, max(gaps) * 1000, len(gaps)
+        return copies, sets, 0.0, 0.0, 0
+    return copies, sets, statistics.median(gaps) * 1000, max(gaps) * 1000, len(gaps)
 
 
 def main() -> None:
@@ -191,8 +198,9 @@ def main() -> None:
             f"~{per_token * r.prompt_tokens / r.prompt_ms:.0f}x faster than round 1's rate over the same tokens"
         )
         results = {1: r}
-        copies, step_ms, longest_ms, steps = stall(eng, first, reply)
+        copies, sets, step_ms, longest_ms, steps = stall(eng, first, reply)
         copy_ms = max(copies, default=0.0)
+        set_ms = max(sets, default=0.0)
         if steps:
             print(
                 f"save stall: copied out of llama.cpp in {len(copies)} gaps between steps, {sum(copies):.1f} ms "
@@ -200,6 +208,10 @@ def main() -> None:
                 f"of a median step, target < 1); the generation beside it over {steps} steps: median step "
                 f"{step_ms:.1f} ms, longest step {longest_ms:.1f} ms ({longest_ms / step_ms:.2f} steps; the other "
                 "rounds' prompt chunks share steps too)"
+            )
+            print(
+                f"restore stall: set back in {len(sets)} gaps, {sum(sets):.1f} ms in all; the longest gap's "
+                f"{set_ms:.1f} ms ({set_ms / step_ms:.2f} of a median step)"
             )
         else:
             print(f"save stall: copy out {copy_ms:.1f} ms; the story beside it decoded no steps to compare")

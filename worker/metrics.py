@@ -38,11 +38,15 @@ CACHE_ENTRIES = Gauge("toolq_worker_kv_cache_states", "Saved sequence states hel
 CACHE_REFUSED = Counter("toolq_worker_kv_cache_refused_files_total", "State files refused and deleted")
 _TIMING_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 CACHE_RESTORE_SECONDS = Histogram(
-    "toolq_worker_kv_restore_seconds", "Setting a saved state into a slot", ["tier"], buckets=_TIMING_BUCKETS
+    "toolq_worker_kv_restore_seconds",
+    "Setting a saved state into a slot: each stretch of its pieces between two steps",
+    ["tier"],
+    buckets=_TIMING_BUCKETS,
 )
 CACHE_SAVE_SECONDS = Histogram(
     "toolq_worker_kv_save_seconds",
-    "Saving a state: copy (on the decode thread) and write (the tiers' thread)",
+    "Saving a state: copy (on the decode thread: each stretch between two steps, what it held the other "
+    "slots up) and write (the tiers' thread)",
     ["stage"],
     buckets=_TIMING_BUCKETS,
 )

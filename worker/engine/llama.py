@@ -70,7 +70,11 @@ class LlamaEngine:
         jump_forward: bool = True,
         tiers: TierSettings | None = None,
         save_piece_tokens: int = PIECE_TOKENS,
+        piece_share: float = 0.5,
     ):
+        """``save_piece_tokens`` and ``piece_share``: a saved state goes out of (and back into)
+        llama.cpp in pieces of at most that many positions, as much between two steps as fits in
+        that share of a recent step (worker/engine/tiers/piecewise.py)."""
         if not Path(model_path).is_file():
             raise EngineError(f"model file not found: {model_path}")
         check_fit(slots=slots, n_ctx=n_ctx, n_batch=n_batch)
@@ -150,6 +154,7 @@ class LlamaEngine:
             tokenize=lambda text: self.tokenize(text, special=False),
             tiers=self.tiers,
             piece_tokens=save_piece_tokens,
+            piece_share=piece_share,
         )
         self.jump_forward = jump_forward
 

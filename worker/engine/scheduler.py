@@ -41,8 +41,8 @@ from worker.engine.sequence import Sequence
 from worker.engine.slots import Placement, Slot, common_prefix, place
 from worker.engine.tiers import TieredStore
 from worker.engine.tiers.blocks import block_hashes
-from worker.engine.tiers.llama_state import set_into
-from worker.engine.tiers.piecewise import PIECE_TOKENS, PiecewiseSave, StepPace
+from worker.engine.tiers.llama_state import clear
+from worker.engine.tiers.piecewise import PIECE_TOKENS, PiecewiseRestore, PiecewiseSave, StepPace
 from worker.engine.tiers.store import HeldPrefix
 from worker.generation import EngineError, EngineStats, GenerationResult
 from worker.grammar.check import GrammarError
@@ -83,6 +83,7 @@ class Scheduler:
         tokenize: Callable[[str], list[int]] | None = None,
         tiers: TieredStore | None = None,
         piece_tokens: int = PIECE_TOKENS,
+        piece_share: float = 0.5,
     ):
         """The context has ``slots + 1`` sequence ids: one per slot, and a spare one that a save
         or restore in pieces passes through (worker/engine/tiers/llama_state.py)."""
@@ -102,7 +103,7 @@ class Scheduler:
         self.piece_tokens = max(1, piece_tokens)
         self._saving: PiecewiseSave | None = None  # one slot's state on its way out, in pieces
         self._saving_slot: Slot | None = None
-        self._pace = StepPace()
+        self._pace = StepPace(share=piece_share)
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._waiting: deque[Sequence] = deque()
@@ -183,9 +184,9 @@ class Scheduler:
                 self._admit()
                 if self._saving is not None and (self._running or self._waiting):
                     self._save_some()  # between two steps, or all of it when only a prompt waits on it
+                self._restore_some()
                 t0 = time.perf_counter()
-                if self._running:
-                    self._step()
+                if self._running and self._step():
                     self._pace.stepped(time.perf_counter() - t0)
             except Exception as e:  # never let the decode thread die: fail what was in flight
                 log.error("engine step failed", error=repr(e))
@@ -228,12 +229,8 @@ class Scheduler:
             self._clock += 1
             slot.busy, slot.last_used = True, self._clock
             seq.slot = slot
-            seq.cached = keep
-            seq.cached_by = {source: keep} if keep else {}
-            if keep:
-                self.stats.cache.hits[source] = self.stats.cache.hits.get(source, 0) + 1
             self.stats.prompt_tokens += len(seq.prompt)
-            self.stats.cached_tokens += keep
+            self._count_cached(seq, keep, source)
             seq.pending = seq.prompt[keep:]
             try:
                 seq.chain = TokenSampler.chain(seq.request.temperature, seq.seed)
@@ -246,6 +243,21 @@ class Scheduler:
                 continue
             self._running.append(seq)
             self._count()
+
+    def _count_cached(self, seq: Sequence, keep: int, source: str, *, undo: bool = False) -> None:
+        """The prompt tokens a cache serves it, in its result and the engine's counters; ``undo``
+        takes back what a restore that failed half way had counted."""
+        if undo:
+            if seq.cached:
+                self.stats.cache.hits[source] = self.stats.cache.hits.get(source, 1) - 1
+                self.stats.cached_tokens -= seq.cached
+            seq.cached, seq.cached_by = 0, {}
+            return
+        seq.cached = keep
+        seq.cached_by = {source: keep} if keep else {}
+        if keep:
+            self.stats.cache.hits[source] = self.stats.cache.hits.get(source, 0) + 1
+        self.stats.cached_tokens += keep
 
     def _apply(self, placement: Placement, seq: Sequence) -> tuple[int, str]:
         """Put a slot placement into the context: the copy from another slot, the cut after the
@@ -290,16 +302,45 @@ class Scheduler:
         return source, entry.tokens, shared, payload
 
     def _restore(self, slot: Slot, seq: Sequence, restore: tuple[str, list[int], int, bytearray]) -> tuple[int, str]:
+        """Begin setting a saved state into the slot: its pieces go in between steps
+        (_restore_some), and the sequence joins the steps once they are all in."""
         source, tokens, shared, payload = restore
-        t0 = time.perf_counter()
-        if not set_into(self._ctx, slot.seq_id, self._spare_id, payload):
-            log.warning("saved state not restored", source=source, tokens=len(tokens))
-            slot.tokens = []
+        clear(self._ctx, slot.seq_id)
+        slot.tokens = []  # until the last piece is in, no other prompt may copy from these cells
+        seq.restoring = PiecewiseRestore.begin(slot.seq_id, payload, list(tokens[:shared]), source)
+        if seq.restoring is None:
+            log.warning("saved state not restored: its pieces do not add up", source=source, tokens=len(tokens))
             return 0, source
-        llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, shared, -1)
-        slot.tokens = list(tokens[:shared])
-        self.stats.cache.timings.append(("restore", source, time.perf_counter() - t0))
         return shared, source
+
+    def _restore_some(self) -> None:
+        """Set pieces of the restore under way for what the pace of the steps allows (all of it
+        when nothing else decodes); a sequence whose state is all in joins the steps."""
+        seq = next((s for s in self._running if s.restoring is not None), None)
+        if seq is None:
+            return
+        r: PiecewiseRestore = seq.restoring
+        try:
+            spent = r.restore(
+                self._ctx, self._spare_id, self._pace.budget(any(s.restoring is None for s in self._running))
+            )
+            self.stats.cache.timings.append(("restore", r.source, spent))
+        except Exception as e:  # the cache is an optimisation: evaluate the prompt instead
+            log.warning("saved state not restored", error=repr(e))
+            r.failed = True
+        if not r.done:
+            return
+        seq.restoring = None
+        slot = seq.slot
+        assert slot is not None
+        if r.failed:
+            log.warning("saved state not restored", source=r.source, tokens=len(r.tokens))
+            clear(self._ctx, slot.seq_id)
+            self._count_cached(seq, 0, r.source, undo=True)
+            seq.pending = list(seq.prompt)
+            return
+        llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, len(r.tokens), -1)
+        slot.tokens = r.tokens
 
     def _save_one(self) -> bool:
         """While idle: one piece of the save under way, or begin saving a free slot whose state is
@@ -370,11 +411,12 @@ class Scheduler:
     def _covered(self, slot: Slot) -> bool:
         return self.tiers is None or self.tiers.covers(slot.tokens)
 
-    def _step(self) -> None:
+    def _step(self) -> bool:
+        """One decode over every running sequence's next tokens; whether there were any."""
         for seq in [s for s in self._running if s.request.stop_event.is_set()]:
             self._finish(seq, "aborted")
         if not self._running:
-            return
+            return False
         batch = self._batch
         n = 0
         outputs: list[tuple[Sequence, int]] = []
@@ -394,7 +436,7 @@ class Scheduler:
         for seq in self._running:
             if n >= room:
                 break
-            if not seq.pending:
+            if not seq.pending or seq.restoring is not None:
                 continue
             chunk = seq.pending[: room - n]
             if seq.prompted:  # forced text after the prompt: generated tokens, evaluated as a chunk
@@ -407,6 +449,8 @@ class Scheduler:
             if last:
                 outputs.append((seq, n - 1))
             fed.append((seq, chunk))
+        if n == 0:  # every running sequence waits for its saved state to be set
+            return False
         batch.n_tokens = n
         t0 = time.perf_counter()
         rc = llama_cpp.llama_decode(self._ctx, batch)
@@ -416,7 +460,7 @@ class Scheduler:
             # forget their caches rather than reuse a broken prefix.
             for seq, _ in fed:
                 self._finish(seq, error=EngineError(f"llama_decode failed with code {rc}"), broken=True)
-            return
+            return True
         st = self.stats
         st.steps += 1
         st.batch_tokens += n
@@ -447,6 +491,7 @@ class Scheduler:
                 continue
             if reason is not None:
                 self._finish(seq, reason)
+        return True
 
     def _jump(self, seq: Sequence) -> Any:
         """Write the text the grammar forces next without sampling it: its tokens join the
@@ -491,7 +536,12 @@ class Scheduler:
             self._running.remove(seq)
         self._count()
         slot = seq.slot
-        if slot is not None:
+        if slot is not None and seq.restoring is not None:  # given up half way through its restore
+            seq.restoring = None
+            clear(self._ctx, slot.seq_id)
+            slot.tokens = []
+            slot.busy = False
+        elif slot is not None:
             if broken:
                 llama_cpp.llama_memory_seq_rm(self._mem, slot.seq_id, 0, -1)
                 slot.tokens = []
@@ -532,6 +582,8 @@ class Scheduler:
     def _forget_caches(self) -> None:
         llama_cpp.llama_memory_clear(self._mem, True)
         self._saving = self._saving_slot = None
+        for seq in self._running:
+            seq.restoring = None
         for slot in self.slots:
             slot.tokens = []
             slot.busy = False

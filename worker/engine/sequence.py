@@ -42,6 +42,7 @@ class Sequence:
         # (key, future) of a saved state the tiers read from disk for this prompt
         self.fetch: tuple[str, Future[bytearray | None]] | None = None
         self.pending: list[int] = []  # prompt tokens still to evaluate
+        self.restoring: Any = None  # a saved state being set into its slot (tiers/piecewise.py): not in steps yet
         self.next_token: int | None = None  # sampled, to be fed to the model in the next step
         self.chain: Any = None
         self.grammar: Any = None

@@ -65,27 +65,25 @@ def frames(payload: bytearray) -> list[tuple[int, int]]:
     return out
 
 
-def set_into(ctx: Any, seq_id: int, spare_id: int, payload: bytearray) -> bool:
-    """Replace the sequence's cells with a saved state; False when llama.cpp refused it (no room
-    in the cache, a layout it does not read), and then the sequence holds nothing."""
-    mem = llama_cpp.llama_get_memory(ctx)
+def set_piece(ctx: Any, seq_id: int, spare_id: int, payload: bytearray, span: tuple[int, int], first: bool) -> bool:
+    """Set one piece of a saved state (``span``: its offset and length, ``frames``) into the
+    sequence: the first replaces what it held, a further one joins it through the spare id.
+    False when llama.cpp refused it (no room in the cache, a layout it does not read)."""
+    at, n = span
+    target = seq_id if first else spare_id
+    ptr = (ctypes.c_uint8 * n).from_buffer(payload, at)
     try:
-        spans = frames(payload)
-    except ValueError:
-        return False
-    ok = bool(spans)
-    for i, (at, n) in enumerate(spans):
-        if not ok:
-            break
-        target = seq_id if i == 0 else spare_id
-        ptr = (ctypes.c_uint8 * n).from_buffer(payload, at)
-        try:
-            ok = llama_cpp.llama_state_seq_set_data(ctx, ptr, n, target) == n
-        finally:
-            del ptr
-        if ok and target == spare_id:
+        ok = llama_cpp.llama_state_seq_set_data(ctx, ptr, n, target) == n
+    finally:
+        del ptr
+    if not first:
+        mem = llama_cpp.llama_get_memory(ctx)
+        if ok:
             llama_cpp.llama_memory_seq_cp(mem, spare_id, seq_id, -1, -1)
-    llama_cpp.llama_memory_seq_rm(mem, spare_id, -1, -1)
-    if not ok:
-        llama_cpp.llama_memory_seq_rm(mem, seq_id, -1, -1)
+        llama_cpp.llama_memory_seq_rm(mem, spare_id, -1, -1)
     return ok
+
+
+def clear(ctx: Any, seq_id: int) -> None:
+    """Drop every cell the sequence holds (a restore that failed or was given up half way)."""
+    llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), seq_id, -1, -1)

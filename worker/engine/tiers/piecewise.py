@@ -1,5 +1,5 @@
-"""A state copied out of llama.cpp in pieces, between decode steps, so that a save never holds up
-the other slots for more than about half a step.
+"""A state copied out of llama.cpp, or set back into it, in pieces between decode steps, so that
+neither holds up the other slots for more than about half a step.
 
 Copying a sequence out is synchronous on the decode thread, and every other slot's next token
 waits for it. One copy of a whole 4,000-token state (92 MB on SmolLM2-135M) took 13.7 ms here,
@@ -11,6 +11,9 @@ The slot being saved is held until the last piece is out: a prompt that would ov
 waits (a few steps); one that only appends to them (the same conversation's next round) may run,
 since the ranges being copied are the positions the save started with. When nothing is decoding,
 nobody waits, and the whole state is copied at once.
+
+A restore sets the saved pieces back the same way, as many between two steps as fit in half a
+step by the rate the last went at; its sequence joins the steps once the last piece is in.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.engine.tiers.llama_state import copy_range, state_size
+from worker.engine.tiers.llama_state import copy_range, frames, set_piece, state_size
 
 PIECE_TOKENS = 512  # a piece of a state: at most this many positions (about 0.7 ms here on SmolLM2)
 MIN_PIECE = 32  # and at least this many, unless fewer are left (each piece walks every cell's metadata)
@@ -99,6 +102,52 @@ class PiecewiseSave:
         """The framed pieces (llama_state.py), the buffer trimmed to them; once ``done``."""
         del self.buf[self.at :]
         return self.buf
+
+
+@dataclass
+class PiecewiseRestore:
+    """A saved state being set into a sequence, its pieces in order."""
+
+    seq_id: int
+    payload: bytearray
+    spans: list[tuple[int, int]]
+    tokens: list[int]  # what the sequence holds once every piece is in
+    source: str  # the tier it came from
+    next: int = 0  # the next piece to set
+    per_byte: float | None = None  # seconds a byte took in the last piece
+    failed: bool = False
+
+    @classmethod
+    def begin(cls, seq_id: int, payload: bytearray, tokens: list[int], source: str) -> PiecewiseRestore | None:
+        """None when the payload's framing is broken (then nothing is set)."""
+        try:
+            spans = frames(payload)
+        except ValueError:
+            return None
+        return cls(seq_id, payload, spans, tokens, source) if spans else None
+
+    @property
+    def done(self) -> bool:
+        return self.failed or self.next >= len(self.spans)
+
+    def restore(self, ctx: Any, spare_id: int, budget_s: float) -> float:
+        """Set pieces that fit in ``budget_s``, at least one; the seconds spent. ``failed`` once
+        llama.cpp refused one (the caller clears the sequence)."""
+        t0 = time.perf_counter()
+        first_here = True
+        while not self.done:
+            span = self.spans[self.next]
+            if not first_here and self.per_byte is not None:
+                if time.perf_counter() - t0 + self.per_byte * span[1] > budget_s:
+                    break
+            first_here = False
+            t1 = time.perf_counter()
+            if not set_piece(ctx, self.seq_id, spare_id, self.payload, span, first=self.next == 0):
+                self.failed = True
+                break
+            self.next += 1
+            self.per_byte = (time.perf_counter() - t1) / span[1]
+        return time.perf_counter() - t0
 
 
 @dataclass
