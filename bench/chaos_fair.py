@@ -6,8 +6,8 @@ key, with the weights in the gateways' ``TOOLQ_TENANTS``:
 
 1. **Weights.** ``heavy`` (weight 3) and ``light`` (weight 1) submit their backlogs together
    (interleaved 3 to 1); Redis is restarted when half of them are in. The figure: the tenants'
-   shares of the starts made while both still had jobs waiting, against 75/25 (target within
-   5 points).
+   shares of the turns given (dispatch.lua's choices, the record's ``placed_ms``) while both
+   still had jobs waiting for one, against 75/25 (target within 5 points).
 2. **Flood.** Once phase 1's jobs have all started, a worker is killed and ``flood`` (tenant A)
    submits its flood, then ``probe`` (tenant B) submits one job every ``probe_every_s`` while the
    flood still waits (and the killed worker's replacement starts). The figure: each probe's wait
@@ -85,7 +85,7 @@ def tenants_in_order(plan: FairPlan) -> list[str]:
 @dataclass
 class FairFigures:
     plan: FairPlan
-    share_window: int = 0  # starts made while heavy and light both had jobs waiting
+    share_window: int = 0  # turns given while heavy and light both had jobs waiting
     share_counts: Counter = field(default_factory=Counter)
     mean_job_ms: float = 0.0
     probe_waits_ms: list[float] = field(default_factory=list)
@@ -110,7 +110,7 @@ class FairFigures:
         """The fairness targets not met (empty: all met)."""
         out = []
         if self.share_window < min(self.plan.heavy, 100) or abs(self.share_error) > SHARE_TOLERANCE:
-            out.append(f"share of heavy {self.heavy_share:.3f} over {self.share_window} starts, target 0.75 +- 0.05")
+            out.append(f"share of heavy {self.heavy_share:.3f} over {self.share_window} turns, target 0.75 +- 0.05")
         waits = self.waits_in_durations
         if len(waits) != self.plan.probes or max(waits, default=0.0) > WAIT_TARGET:
             out.append(f"B's waits {[round(w, 2) for w in waits]} mean job durations, target <= {WAIT_TARGET:g}")
@@ -126,7 +126,7 @@ class FairFigures:
         return [
             f"fair share: tenants heavy {p.heavy} jobs (weight 3), light {p.light} (weight 1), then flood (A) "
             f"{p.flood}, probe (B) {p.probes}; through 2 gateways (submits retried {self.submit_retries})",
-            f"share under weights 3:1     heavy {c[HEAVY]} light {c[LIGHT]} of {self.share_window} starts made "
+            f"share under weights 3:1     heavy {c[HEAVY]} light {c[LIGHT]} of {self.share_window} turns given "
             f"while both waited: heavy {self.heavy_share * 100:.1f}% (target 75 +- 5), error "
             f"{self.share_error * 100:+.1f} points",
             f"B's wait behind A's flood   {waits} ms = {in_d} mean job durations (mean job {self.mean_job_ms:.0f} ms);"
@@ -253,14 +253,19 @@ async def measure(
     durations = [x["final"] - x["started"] for x in t.values() if x["starts"] == 1 and "final" in x]
     fig.mean_job_ms = statistics.mean(durations) if durations else 0.0
 
-    # Shares: walk phase 1's starts in order; a start counts while both tenants have a job
-    # submitted and not yet started (the one starting included).
-    events: list[tuple[int, int, str]] = []  # (ts, 0 queued / 1 started, tenant)
+    # Shares: walk phase 1's turns in order (when dispatch.lua chose each job, Redis's clock, on
+    # this one machine the clock of the events too); a turn counts while both tenants have a job
+    # submitted and not yet chosen (the one chosen included). Turns, not starts: a job chosen
+    # and then lost with the worker that took it starts only once it is released
+    # (unstall.lua, seconds later), and would count the other tenant's turns meanwhile as
+    # made while both waited, though the scheduler had given its tenant that turn.
+    events: list[tuple[int, int, str]] = []  # (ts, 0 queued / 1 turn, tenant)
     for m, x in t.items():
         if tenant_of[m] in (HEAVY, LIGHT) and "queued" in x:
             events.append((x["queued"], 0, tenant_of[m]))
-            if "started" in x:
-                events.append((x["started"], 1, tenant_of[m]))
+            turn = await r.hget(keys.job(jobs[m]), "placed_ms")
+            if turn:
+                events.append((int(turn), 1, tenant_of[m]))
     waiting: Counter = Counter()
     for _, kind, tenant in sorted(events):
         if kind == 0:

@@ -48,7 +48,7 @@ FIELDS = (
     "prefer",  # affinity (toolq/store/affinity.py): the worker the job is offered to first,
     "prefer_until",  # until when (unix ms, Redis's clock)
     "placed",  # how dispatch.lua placed it: affinity, fallback_wait, fallback_gone, fallback_full
-    "placed_ms",
+    "placed_ms",  # when dispatch.lua gave it its tenant's turn (fair share on; Redis's clock)
 )
 
 # Fields only the thread scripts read: a run's request and arq job held back until its turn

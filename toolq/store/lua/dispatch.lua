@@ -23,7 +23,8 @@
 -- passed over for this call (it is not moved up to the virtual time, as a capped tenant is: its
 -- job starts as soon as its worker asks, within the wait). So the shares between tenants are
 -- unchanged: whoever starts a job, its tenant's pass advances by one start. How each job with a
--- preferred worker was placed is counted in KEYS[9] and written to its record (`placed`); a job
+-- preferred worker was placed is counted in KEYS[9] and written to its record (`placed`; every
+-- job chosen gets `placed_ms`, when its tenant's turn came, Redis's clock); a job
 -- placed by affinity is reserved for its worker on arq's queue for a moment (KEYS[10], read by
 -- arq_start.lua).
 --
@@ -205,7 +206,9 @@ while n_out < want_n do
     if stored == 1 then redis.call('ZADD', queue, now, arq_id) end
     redis.call('ZADD', tenant_running_key(running_prefix, chosen), now, picked)
     redis.call('HINCRBY', started, chosen, 1)
-    if how ~= '' then
+    if how == '' then
+      redis.call('HSET', job_prefix .. '{' .. picked .. '}', 'placed_ms', now)
+    else
       redis.call('HINCRBY', counts, how, 1)
       redis.call('HSET', job_prefix .. '{' .. picked .. '}', 'placed', how, 'placed_ms', now)
       if how == 'affinity' then
