@@ -24,7 +24,9 @@ log = structlog.get_logger("toolq.worker")
 
 PRUNE_EVERY = 20  # beats between sweeps of the fleet for workers that died without saying goodbye
 UNSTALL_EVERY = 4  # beats between looks for jobs a lost worker took from the queue but never started
-STALL_MS = 10_000  # a pickup is a few milliseconds: one that has not started after this, never will
+# A pickup is a few milliseconds; one that has not started after this is run as a new attempt
+# (unstall.lua), which fences the old picker off, so a slow one is only wasted work, never a repeat.
+STALL_MS = 3_000
 EXPIRE_EVERY = 4  # beats between sweeps for paused jobs whose caller missed the deadline
 
 
@@ -93,15 +95,15 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
     if state.beats % PRUNE_EVERY == 1:
         live = await fleet.read_fleet(redis, prune=True)  # reading drops members whose hash expired
         await affinity.prune_load(redis, state.model, {w.id for w in live.workers})
-    for job_id, attempt in await state.leases.claim_expired(state.model, grace_ms=s.lease_ms * 3):
-        log.warning("resuming job of a lost worker", job_id=job_id, attempt=attempt)
-        await arq_link.enqueue_attempt(redis, job_id, state.model, attempt)
     if state.pickups is not None and state.beats % UNSTALL_EVERY == 0:
-        # a job taken by a worker that died before starting it (so before it took a lease)
+        # a job taken by a worker that died before starting it (so before it took a lease): given
+        # a lease that has run out, so the claim below runs it as a new attempt
         released = await state.pickups.release(state.model, job_timeout_s=s.queue_timeout_s, stall_ms=STALL_MS)
         for arq_id in released:
             log.warning("releasing a job a lost worker took but never started", arq_id=arq_id)
-            await arq_link.wake(redis, state.model, arq_id)
+    for job_id, attempt in await state.leases.claim_expired(state.model, grace_ms=s.lease_ms * 3):
+        log.warning("resuming job of a lost worker", job_id=job_id, attempt=attempt)
+        await arq_link.enqueue_attempt(redis, job_id, state.model, attempt)
     if state.beats % EXPIRE_EVERY == 2:
         for job_id in await pauses.expire_overdue(state.store):
             log.info("paused job ran past its action deadline", job_id=job_id)

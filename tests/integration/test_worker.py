@@ -15,7 +15,7 @@ import redis as sync_redis
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import EventType, JobRequest, JobStatus, Message
 from toolq.store import arq_link, keys
-from toolq.store.jobstore import JobStore
+from toolq.store.jobstore import JobEnded, JobStore
 from toolq.store.leases import Leases
 from worker.app import create_worker
 from worker.scripted import Rule, ScriptedEngine
@@ -327,7 +327,8 @@ def test_worker_survives_a_redis_restart(own_redis):
 
 def test_a_job_a_lost_worker_took_but_never_started_runs_again(redis_url):
     """arq marks a job in progress when a worker takes it; a worker killed before `started` leaves
-    that mark for an hour. A live worker releases it and the job runs."""
+    that mark for an hour. A live worker hands the job to the lease reaper, and it runs as a new
+    attempt (which would fence off its first picker, were that one only slow)."""
     from arq.constants import in_progress_key_prefix
 
     async def submit() -> str:
@@ -348,8 +349,56 @@ def test_a_job_a_lost_worker_took_but_never_started_runs_again(redis_url):
         evs = _follow_sync(redis_url, job_id)
         assert evs[-1].type == EventType.final and [
             e.data.get("attempt") for e in evs if e.type == EventType.started
-        ] == [1]
+        ] == [2]
         assert time.monotonic() - t0 < 10
         assert "releasing a job a lost worker took but never started" in w.output()
+    finally:
+        w.stop()
+
+
+def test_a_slow_first_picker_of_a_handed_over_job_is_fenced_off(redis_url):
+    """The pickup handed over after seconds may only have been slow: once the job runs as a new
+    attempt, the first picker's `started` (attempt 1) is refused, so attempt 1 never runs beside it."""
+    from arq.constants import in_progress_key_prefix
+
+    from worker.events import EventLog
+
+    async def submit() -> str:
+        s = JobStore.from_url(redis_url)
+        try:
+            return (await s.submit(req("go", tool_choice="none"), model="slowpick"))[0]
+        finally:
+            await s.close()
+
+    job_id = asyncio.run(submit())
+    r = sync_redis.Redis.from_url(redis_url)
+    full = arq_link.in_progress_mark_ms(WorkerSettings().queue_timeout_s)
+    r.psetex(in_progress_key_prefix + arq_link.arq_job_id(job_id, 1), full - 5_000, b"1")  # taken 5 s ago
+    # attempt 2 generates for about two seconds: the slow picker comes back while it runs
+    rules = write_rules([("", "abcd" * 10)], token_delay_s=0.2)
+    w = WorkerProcess(redis_url, script=rules, name="slowpick").wait_ready()
+    try:
+
+        async def late_start() -> str:
+            s = JobStore.from_url(redis_url)
+            try:
+                async for ev in s.follow(job_id):
+                    if ev.type == EventType.started:
+                        assert ev.data["attempt"] == 2, w.output()
+                        break
+                try:
+                    await EventLog(s, job_id, 1, lease_ms=2000).started(
+                        worker_id="slow", model="slowpick", resumed=False
+                    )
+                except JobEnded as e:
+                    return e.reason
+                return "written"
+            finally:
+                await s.close()
+
+        assert asyncio.run(asyncio.wait_for(late_start(), 30)) == "taken over by a newer attempt"
+        evs = _follow_sync(redis_url, job_id)
+        assert evs[-1].type == EventType.final
+        assert [e.data.get("attempt") for e in evs if e.type == EventType.started] == [2]
     finally:
         w.stop()

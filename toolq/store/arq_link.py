@@ -145,15 +145,17 @@ def in_progress_mark_ms(job_timeout_s: float) -> int:
 
 
 class StalledPickups:
-    """Jobs a worker took from the queue but died before starting (toolq/store/lua/unstall.lua)."""
+    """Jobs a worker took from the queue but never started (toolq/store/lua/unstall.lua)."""
 
     def __init__(self, redis: Any):
         self._unstall = Script(redis, "unstall")
 
     async def release(self, model: str, *, job_timeout_s: float, stall_ms: int) -> list[str]:
-        """Let arq pick them up again; returns their arq ids (the caller wakes a worker)."""
+        """Hand them to the lease reaper, which runs each as a new attempt (the caller claims
+        right after); returns their arq ids."""
         released = await self._unstall(
             queue=keys.queue(model),
+            leases=keys.LEASES,
             progress_prefix=in_progress_key_prefix,
             job_prefix=keys.JOB_PREFIX,
             mark_ms=in_progress_mark_ms(job_timeout_s),
