@@ -325,24 +325,30 @@ def test_worker_survives_a_redis_restart(own_redis):
         worker.stop()
 
 
-def test_a_job_a_lost_worker_took_but_never_started_runs_again(redis_url):
-    """arq marks a job in progress when a worker takes it; a worker killed before `started` leaves
-    that mark for an hour. A live worker hands the job to the lease reaper, and it runs as a new
-    attempt (which would fence off its first picker, were that one only slow)."""
+def _taken_but_never_started(redis_url: str, model: str, *, ago_ms: int) -> str:
+    """A queued job of ``model`` whose attempt 1 arq marked in progress ``ago_ms`` ago, as a
+    worker's pickup does, with no `started` after it."""
     from arq.constants import in_progress_key_prefix
 
     async def submit() -> str:
         s = JobStore.from_url(redis_url)
         try:
-            return (await s.submit(req("go", tool_choice="none"), model="stalled"))[0]
+            return (await s.submit(req("go", tool_choice="none"), model=model))[0]
         finally:
             await s.close()
 
     job_id = asyncio.run(submit())
-    r = sync_redis.Redis.from_url(redis_url)
-    mark = in_progress_key_prefix + arq_link.arq_job_id(job_id, 1)
     full = arq_link.in_progress_mark_ms(WorkerSettings().queue_timeout_s)
-    r.psetex(mark, full - 15_000, b"1")  # taken 15 s ago by a worker that then died
+    mark = in_progress_key_prefix + arq_link.arq_job_id(job_id, 1)
+    sync_redis.Redis.from_url(redis_url).psetex(mark, full - ago_ms, b"1")
+    return job_id
+
+
+def test_a_job_a_lost_worker_took_but_never_started_runs_again(redis_url):
+    """arq marks a job in progress when a worker takes it; a worker killed before `started` leaves
+    that mark for an hour. A live worker hands the job to the lease reaper, and it runs as a new
+    attempt (which would fence off its first picker, were that one only slow)."""
+    job_id = _taken_but_never_started(redis_url, "stalled", ago_ms=15_000)  # by a worker that then died
     w = WorkerProcess(redis_url, script=write_rules([("", "done")]), name="stalled").wait_ready()
     try:
         t0 = time.monotonic()
@@ -359,21 +365,9 @@ def test_a_job_a_lost_worker_took_but_never_started_runs_again(redis_url):
 def test_a_slow_first_picker_of_a_handed_over_job_is_fenced_off(redis_url):
     """The pickup handed over after seconds may only have been slow: once the job runs as a new
     attempt, the first picker's `started` (attempt 1) is refused, so attempt 1 never runs beside it."""
-    from arq.constants import in_progress_key_prefix
-
     from worker.events import EventLog
 
-    async def submit() -> str:
-        s = JobStore.from_url(redis_url)
-        try:
-            return (await s.submit(req("go", tool_choice="none"), model="slowpick"))[0]
-        finally:
-            await s.close()
-
-    job_id = asyncio.run(submit())
-    r = sync_redis.Redis.from_url(redis_url)
-    full = arq_link.in_progress_mark_ms(WorkerSettings().queue_timeout_s)
-    r.psetex(in_progress_key_prefix + arq_link.arq_job_id(job_id, 1), full - 5_000, b"1")  # taken 5 s ago
+    job_id = _taken_but_never_started(redis_url, "slowpick", ago_ms=5_000)
     # attempt 2 generates for about two seconds: the slow picker comes back while it runs
     rules = write_rules([("", "abcd" * 10)], token_delay_s=0.2)
     w = WorkerProcess(redis_url, script=rules, name="slowpick").wait_ready()
