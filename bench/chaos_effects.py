@@ -24,10 +24,12 @@ not deduplicate would have received (per tool), jobs lost, jobs with other than 
 event, and jobs whose events are out of order (a seq gap). It exits 1 unless missing, unexpected,
 lost, terminal and order failures are all 0.
 
-Not here: a Redis primary failover (bench/chaos_failover.py does one, with WAIT, for the job
-path; ARCHITECTURE.md "A call's effects" says what a failover does to a call).
+The full soak runs on a Sentinel-watched Redis (a primary, a replica, three sentinels) with
+``TOOLQ_REDIS_WAIT_REPLICAS=1``, and once half the jobs are in, the primary is SIGKILLed with
+its replica half a second behind (bench/chaos_failover.py's sequence); ``--no-failover`` or the
+short form use one redis-server.
 
-Run: .venv/bin/python bench/chaos.py --effects [--jobs 60] [--short]
+Run: .venv/bin/python bench/chaos.py --effects [--jobs 60] [--short] [--no-failover]
 """
 
 from __future__ import annotations
@@ -38,25 +40,28 @@ import contextlib
 import json
 import random
 import re
+import signal
 import subprocess
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from tests.support.chaos_tools import ended, wait_for_records
 from tests.support.effect_sink import SINK_ENV, counts
 from tests.support.redis_server import RedisServer
+from tests.support.sentinel_set import SentinelSet
 from tests.support.services import ServiceProcess
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import JobRequest, Message
-from toolq.store import keys
+from toolq.store import keys, redis_urls
+from toolq.store.durability import NotReplicated
 from toolq.store.jobstore import JobStore
 
 MODEL = "scripted"
@@ -77,6 +82,10 @@ class EffectOptions:
     max_jobs: int = 4
     seed: int = 1
     drain_timeout_s: float = 180.0
+    # a Sentinel primary failover (bench/chaos_failover.py's sequence) with WAIT on, once half the
+    # jobs are in; the lease then outlasts the failover, so a killed worker's job waits it out too
+    failover: bool = False
+    lease_ms: int = 1500
 
 
 def short_effect_options(seed: int = 1) -> EffectOptions:
@@ -84,6 +93,11 @@ def short_effect_options(seed: int = 1) -> EffectOptions:
     return EffectOptions(
         jobs=12, kill_every_s=2.5, service_kill_every_s=3.0, submit_rate=3.0, seed=seed, drain_timeout_s=90.0
     )
+
+
+def full_effect_options(seed: int = 1) -> EffectOptions:
+    """The full soak: 60 jobs, kills of both kinds, and a primary failover with WAIT on."""
+    return EffectOptions(seed=seed, failover=True, lease_ms=10_000, drain_timeout_s=300.0)
 
 
 @dataclass
@@ -104,6 +118,8 @@ class EffectReport:
     resumed: int = 0
     unannounced: int = 0  # calls answered with no tool_call event before them
     worker_kills: list[float] = field(default_factory=list)
+    failover_at_s: float | None = None
+    promoted_after_s: float | None = None
     service_kills: list[float] = field(default_factory=list)
     drained: bool = False
     elapsed_s: float = 0.0
@@ -157,6 +173,12 @@ class EffectReport:
             + " ".join(f"{t:.1f}" for t in self.worker_kills),
             f"service kills                    {len(self.service_kills)}  at s: "
             + " ".join(f"{t:.1f}" for t in self.service_kills),
+            "redis failover                   "
+            + (
+                f"primary SIGKILLed at {self.failover_at_s:.1f} s, promoted after {self.promoted_after_s:.1f} s, WAIT 1"
+                if self.failover_at_s is not None and self.promoted_after_s is not None
+                else "none"
+            ),
             f"all jobs ended in time           {'yes' if self.drained else 'NO'}",
             f"elapsed                          {self.elapsed_s:.1f} s",
             *self.details,
@@ -194,7 +216,9 @@ class _Procs:
 
     def __init__(self, url: str, sink_url: str, rules_path: str, opts: EffectOptions):
         self.url, self.sink_url, self.rules_path, self.opts = url, sink_url, rules_path, opts
-        self.env = {SINK_ENV: sink_url}
+        self.env = {SINK_ENV: sink_url, "TOOLQ_LEASE_MS": str(opts.lease_ms)}
+        if opts.failover:
+            self.env |= {"TOOLQ_REDIS_WAIT_REPLICAS": "1", "TOOLQ_REDIS_WAIT_TIMEOUT_MS": "500"}
         self.workers = [self._worker() for _ in range(opts.workers)]
         self.services = [self._service() for _ in range(opts.services)]
         self.retired: list[WorkerProcess | ServiceProcess] = []
@@ -235,16 +259,18 @@ class _Procs:
             Path(p.log.name).unlink(missing_ok=True)
 
 
-async def _submit(store: JobStore, markers: list[str], rate: float, jobs: dict[str, str]) -> None:
+async def _submit(store: JobStore, markers: list[str], rate: float, jobs: dict[str, str], half: asyncio.Event) -> None:
     t0 = time.monotonic()
 
     async def one(i: int, m: str) -> None:
         await asyncio.sleep(max(0.0, t0 + i / rate - time.monotonic()))
+        if i == len(markers) // 2:
+            half.set()
         for _ in range(100):
             try:
                 jobs[m], _ = await store.submit(_request(m), model=MODEL)
                 return
-            except (RedisError, OSError):
+            except (RedisError, OSError, NotReplicated):
                 await asyncio.sleep(0.2)
 
     await asyncio.gather(*(one(i, m) for i, m in enumerate(markers)))
@@ -270,7 +296,7 @@ async def _chaos(
             both.set()
 
 
-async def _verify(r: aioredis.Redis, jobs: dict[str, str], report: EffectReport) -> None:
+async def _verify(r: Any, jobs: dict[str, str], report: EffectReport) -> None:
     for marker, job_id in sorted(jobs.items()):
         raw = await r.xrange(keys.log(job_id))
         events = [json.loads(f[b"e"]) for _, f in raw]
@@ -306,20 +332,46 @@ async def _verify(r: aioredis.Redis, jobs: dict[str, str], report: EffectReport)
                 report.not_ok += not d.get("ok")
 
 
-async def _soak(opts: EffectOptions, server: RedisServer, sink_url: str, report: EffectReport, t0: float) -> None:
+async def _failover(cluster: SentinelSet, half: asyncio.Event, report: EffectReport, t0: float) -> None:
+    """Once half the jobs are in: the replica stalls half a second (so the primary's last writes
+    are nowhere else), the primary is SIGKILLed, the sentinels promote the replica, and the old
+    primary comes back as a replica (bench/chaos_failover.py's sequence)."""
+    await half.wait()
+    replica = cluster.replica()
+    replica.proc.send_signal(signal.SIGSTOP)
+    await asyncio.sleep(0.5)
+    old = await asyncio.to_thread(cluster.kill_primary)
+    replica.proc.send_signal(signal.SIGCONT)
+    killed = time.monotonic()
+    report.failover_at_s = killed - t0
+    new_port = await asyncio.to_thread(cluster.wait_promoted, old.port)
+    report.promoted_after_s = time.monotonic() - killed
+    await asyncio.to_thread(cluster.wait_agreed, new_port)
+    await asyncio.sleep(2.0)
+    await asyncio.to_thread(cluster.restart, old)
+    await asyncio.to_thread(cluster.wait_replicas, new_port, 1, 60.0)
+
+
+async def _soak(
+    opts: EffectOptions, url: str, cluster: SentinelSet | None, sink_url: str, report: EffectReport, t0: float
+) -> None:
     rng = random.Random(opts.seed)
     markers = [_marker(opts.seed, i) for i in range(opts.jobs)]
     rules_path = write_rules(_rules(markers, opts.hold_ms), token_delay_s=0.002)
-    procs = _Procs(server.url, sink_url, rules_path, opts)
-    store = JobStore.from_url(server.url)
-    r = aioredis.Redis.from_url(server.url)
+    procs = _Procs(url, sink_url, rules_path, opts)
+    store = JobStore.from_url(url)
+    r = redis_urls.async_client(url)
+    failover: asyncio.Task[None] | None = None
     try:
         await asyncio.to_thread(procs.wait_ready)
         jobs: dict[str, str] = {}
         both_killed = asyncio.Event()  # set once a worker and a service have been killed
         chaos = asyncio.create_task(_chaos(procs, opts, report, rng, t0, both_killed))
+        half = asyncio.Event()
+        if cluster is not None:
+            failover = asyncio.create_task(_failover(cluster, half, report, t0))
         try:
-            await _submit(store, markers, opts.submit_rate, jobs)
+            await _submit(store, markers, opts.submit_rate, jobs, half)
             report.submitted = len(jobs)
             # the kills go on until the last job is in and each kind has had one; then every job ends
             with contextlib.suppress(TimeoutError):
@@ -327,12 +379,17 @@ async def _soak(opts: EffectOptions, server: RedisServer, sink_url: str, report:
         finally:
             chaos.cancel()
             await asyncio.gather(chaos, return_exceptions=True)
+        if failover is not None:
+            await failover  # the old primary is back as a replica before the jobs are read
         report.drained = await wait_for_records(r, list(jobs.values()), "terminal", ended, opts.drain_timeout_s)
         await _verify(r, jobs, report)
         report.per_key = counts(sink_url)["per_key"]
         for key, n in report.per_key.items():
             report.raw_by_tool[report.tool_of.get(key, "?")] += n
     finally:
+        if failover is not None:
+            failover.cancel()
+            await asyncio.gather(failover, return_exceptions=True)
         await store.close()
         await r.aclose()
         procs.close()
@@ -341,7 +398,8 @@ async def _soak(opts: EffectOptions, server: RedisServer, sink_url: str, report:
 
 def run_effects(opts: EffectOptions) -> EffectReport:
     report = EffectReport(options=opts)
-    server = RedisServer(appendfsync="always")
+    server = None if opts.failover else RedisServer(appendfsync="always")
+    cluster = SentinelSet(down_after_ms=1000) if opts.failover else None
     sink = subprocess.Popen(
         [sys.executable, "-m", "tests.support.effect_sink"],
         stdout=subprocess.PIPE,
@@ -352,14 +410,21 @@ def run_effects(opts: EffectOptions) -> EffectReport:
     try:
         assert sink.stdout is not None
         sink_url = f"http://127.0.0.1:{int(sink.stdout.readline())}"
-        server.start()
-        asyncio.run(_soak(opts, server, sink_url, report, t0))
+        if server is not None:
+            server.start()
+        if cluster is not None:
+            cluster.start()
+        url = server.url if server is not None else cluster.url  # type: ignore[union-attr]
+        asyncio.run(_soak(opts, url, cluster, sink_url, report, t0))
     finally:
         report.elapsed_s = time.monotonic() - t0
         sink.kill()
         sink.wait()
-        server.kill()
-        server.remove()
+        if server is not None:
+            server.kill()
+            server.remove()
+        if cluster is not None:
+            cluster.stop()
     return report
 
 
@@ -374,8 +439,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--service-kill-every-s", type=float, default=None)
     p.add_argument("--hold-ms", type=int, default=d.hold_ms)
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--no-failover", action="store_true", help="the full soak without the Redis failover")
     a = p.parse_args(argv)
-    o = short_effect_options(a.seed) if a.short else EffectOptions(seed=a.seed)
+    o = short_effect_options(a.seed) if a.short else full_effect_options(a.seed)
+    if a.no_failover:
+        o.failover, o.lease_ms = False, EffectOptions().lease_ms
     o.workers, o.hold_ms = a.workers, a.hold_ms
     for name in ("jobs", "kill_every_s", "service_kill_every_s"):
         if getattr(a, name) is not None:
