@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
+from toolq.store.durability import Durability
 from toolq.tools import CallContext, ToolRegistry, current_call
 from toolq.tools.journal import Journal
 
@@ -108,3 +109,12 @@ async def test_a_registry_tool_journals_through_current_call(r):
     again = await reg.run(reg.check("refund", {"order": "o1"}), context=ctx)
     assert first.ok and again.ok and first.content == again.content
     assert sent == [("o1", "fx_" + "9" * 32)]
+
+
+async def test_with_wait_on_the_record_goes_with_wait_and_the_result_comes_back_even_short(r):
+    """No replica here: WAIT 1 comes back with 0 after its timeout, and the result (the effect
+    has happened) is returned and recorded all the same."""
+    journal, acted = Journal(r, durability=Durability(replicas=1, timeout_ms=50)), []
+    assert await journal.once("fx_" + "1" * 32, lambda: acted.append(1) or "sent") == "sent"
+    assert await journal.once("fx_" + "1" * 32, lambda: acted.append(1) or "again") == "sent"
+    assert acted == [1]

@@ -10,7 +10,10 @@ atomic with them. What remains:
   to the external system's own idempotency (``Idempotency-Key`` header, a unique column, a
   deduplicating sink): then the second act is a no-op there.
 - a record written to a primary that fails over before its replicas have it is lost, and the next
-  run acts again: the same edge, closed the same way.
+  run acts again: the same edge, closed the same way. With ``TOOLQ_REDIS_WAIT_REPLICAS`` the
+  record is sent with WAIT (toolq/store/durability.py), which narrows the window to the moment
+  between the effect and the record's replication, and the result is returned whatever WAIT says
+  (the effect has happened; refusing the result would not undo it).
 - a record outlives no more than its TTL; a run after it acts again.
 
 A runner holds the decision for ``hold_s`` (the call's time limit); another run under the same key
@@ -27,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
 from toolq.store import keys
+from toolq.store.durability import Durability
 from toolq.store.scripts import Script
 
 __all__ = ["DEFAULT_HOLD_S", "DEFAULT_TTL_S", "Journal"]
@@ -39,9 +43,10 @@ POLL_S = 0.1  # how often a run waiting on another's hold looks again
 
 
 class Journal:
-    def __init__(self, redis: Any, *, ttl_s: float = DEFAULT_TTL_S):
+    def __init__(self, redis: Any, *, ttl_s: float = DEFAULT_TTL_S, durability: Durability | None = None):
         self.redis = redis
         self.ttl_ms = int(ttl_s * 1000)
+        self.durability = durability or Durability.from_settings()
         self._once = Script(redis, "effect_once")
         self._record = Script(redis, "effect_record")
 
@@ -71,7 +76,9 @@ class Journal:
             await self._record(record=record, owner=owner, outcome="failed", result="", ttl_ms=self.ttl_ms)
             raise
         text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        recorded = await self._record(record=record, owner=owner, outcome="done", result=text, ttl_ms=self.ttl_ms)
+        recorded, _ = await self.durability.write(
+            self.redis, self._record, record=record, owner=owner, outcome="done", result=text, ttl_ms=self.ttl_ms
+        )
         return json.loads(recorded)
 
     async def runs(self, key: str) -> int:
