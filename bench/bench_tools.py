@@ -42,7 +42,9 @@ def pct(values: list[float], p: float) -> float:
 async def one(source: ToolSource, i: int) -> float:
     checked = source.check("echo", {"text": f"hello {i}"})
     t0 = time.perf_counter()
-    out = await source.run(checked, call_id=f"call_bench_{source.where}_{i}", timeout_s=10)
+    out = await source.run(
+        checked, call_id=f"call_bench_{source.where}_{i}", effect_key=f"fx_bench_{source.where}_{i}", timeout_s=10
+    )
     elapsed = (time.perf_counter() - t0) * 1000
     if not out.ok or out.content != f"hello {i}":
         raise RuntimeError(f"{source.where} call {i} failed: {out.content}")

@@ -37,6 +37,8 @@ Run: .venv/bin/python bench/chaos.py [--jobs 300] [--workers 3] [--kill-every-s 
      .venv/bin/python bench/chaos.py --fair [--short]  (1005 jobs, or 303 and 4 kills)
      .venv/bin/python bench/chaos.py --failover [--wait 1|0] [--short]
                                     (a Sentinel failover under load: bench/chaos_failover.py)
+     .venv/bin/python bench/chaos.py --effects [--short]
+                                    (keyed effects counted by a sink while tools are killed: bench/chaos_effects.py)
 """
 
 from __future__ import annotations
@@ -637,6 +639,10 @@ def parse_args(argv: list[str] | None = None) -> Options:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--effects" in argv:
+        from bench import chaos_effects  # its own options and report
+
+        return chaos_effects.main(argv)
     if "--failover" in argv:
         from bench import chaos_failover  # its own options and report
 

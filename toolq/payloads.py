@@ -108,6 +108,8 @@ class ToolCallData(EventData):
     iteration: int = 0
     where: Where = "worker"
     awaiting: str | None = None  # present when the job pauses for it: "client" or "approval"
+    # the key an effect of the call goes by, the same on every attempt (toolq/tools/effects.py)
+    effect_key: str | None = None
 
 
 class ToolResultData(EventData):
@@ -120,6 +122,12 @@ class ToolResultData(EventData):
     duration_ms: float | None = None
     executed: bool = True  # False: a result from before a resume, not run again
     where: Where = "worker"
+    effect_key: str | None = None
+    # present (true) when a lost attempt left the call's outcome unknown and it was not run again
+    # (a tool not declared idempotent): it may or may not have taken effect
+    outcome_unknown: bool | None = None
+    # present (true) when the call was run again under its effect key after a lost attempt
+    rerun: bool | None = None
 
 
 class RequiresActionData(EventData):
@@ -137,6 +145,7 @@ class FinalData(EventData):
     iterations: int = 0
     usage: Usage = Field(default_factory=Usage)
     tool_calls: list[ToolCall] | None = None  # present with finish_reason "tool_calls"
+    effect_keys: dict[str, str] | None = None  # with tool_calls: call id -> its effect key
 
 
 class ErrorData(EventData):

@@ -19,7 +19,15 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from toolq.definitions import check_parameters, check_tool_name
 from toolq.limits import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, MAX_STOP, MAX_TOOLS
@@ -463,6 +471,16 @@ class PendingAction(_Model):
     arguments: dict[str, Any] = Field(default_factory=dict)
     kind: ActionKind
     where: Where
+    # the key the call's effect goes by (toolq/tools/effects.py): a client tool acts on it once
+    effect_key: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_key(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # absent stays absent: a pause recorded before effect keys reads and writes back unchanged
+        out: dict[str, Any] = handler(self)
+        if out.get("effect_key") is None:
+            out.pop("effect_key", None)
+        return out
 
 
 class RequiredAction(_Model):

@@ -33,6 +33,7 @@ from toolq.store.fair import FairQueue
 from toolq.store.jobstore import JobStore
 from toolq.store.leases import Leases
 from toolq.tools import load_tool_modules
+from toolq.tools.journal import Journal
 from worker.cancel import watch_cancels
 from worker.conversation import ConversationLoop
 from worker.formats.choice import choose_format
@@ -87,7 +88,7 @@ def create_worker(
         store = JobStore(redis, event_ttl_s=settings.event_ttl_s, stream_maxlen=settings.stream_maxlen)
         # Where calls run, first match wins: this worker's own tools, then its MCP servers, then
         # the tool services registered in Redis.
-        sources: list[ToolSource] = [RegistrySource(registry)]
+        sources: list[ToolSource] = [RegistrySource(registry, Journal(redis, ttl_s=settings.effect_journal_ttl_s))]
         if settings.mcp_servers:
             # imported here: a worker that names no server does not pay for importing the MCP SDK
             from toolq.mcp import parse_servers

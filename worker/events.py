@@ -68,8 +68,11 @@ class EventLog:
         where: Where = "worker",
         awaiting: str | None = None,
         durable: bool = False,
+        effect_key: str | None = None,
     ) -> int:
         data = ToolCallData(id=call.id, name=call.name, arguments=call.arguments, iteration=iteration, where=where)
+        if effect_key:
+            data.effect_key = effect_key
         if awaiting:
             data.awaiting = awaiting  # "client" or "approval": the job pauses for its caller
         return await self._emit(data, checkpoint=checkpoint, usage=checkpoint_usage(checkpoint), durable=durable)
@@ -85,6 +88,9 @@ class EventLog:
         executed: bool,
         checkpoint: dict[str, Any],
         where: Where = "worker",
+        effect_key: str | None = None,
+        outcome_unknown: bool = False,
+        rerun: bool = False,
     ) -> int:
         # The checkpoint goes in the same script call as the event: a subscriber never sees a
         # result that a resumed attempt would produce again.
@@ -100,6 +106,12 @@ class EventLog:
             executed=executed,
             where=where,
         )
+        if effect_key:
+            data.effect_key = effect_key
+        if outcome_unknown:
+            data.outcome_unknown = True
+        if rerun:
+            data.rerun = True
         return await self._emit(data, checkpoint=checkpoint, usage=checkpoint_usage(checkpoint))
 
     async def end(self, data: FinalData | ErrorData | CancelledData, result: JobResult) -> int:

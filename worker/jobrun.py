@@ -93,7 +93,9 @@ async def _attempt(state: WorkerState, rec: JobRecord, events: EventLog, started
     stop_event = threading.Event()
     # the state the loop would make itself, made here so that the budget watcher sees its usage
     tracked = loop_state or LoopState(messages=list(request.messages))
-    task = asyncio.create_task(state.loop.run(request, events, state=tracked, stop_event=stop_event))
+    task = asyncio.create_task(
+        state.loop.run(request, events, state=tracked, stop_event=stop_event, job_id=events.job_id)
+    )
     running = RunningJob(job_id, attempt, stop_event, task, usage=tracked.usage)
     running.token_cap = job_token_cap(rec, state.settings.tenants)
     state.running[job_id] = running
@@ -186,6 +188,7 @@ async def _carry_out(
             final = FinalData(content=outcome.content, finish_reason=reason, iterations=ls.iterations, usage=ls.usage)
             if calls:
                 final.tool_calls = calls
+                final.effect_keys = {p.id: p.effect_key for p in outcome.pending if p.effect_key}
             await events.end(final, result)
             log.info("job finished", finish_reason=reason, iterations=ls.iterations)
             return "final"

@@ -85,6 +85,9 @@ class WorkerSettings(BaseSettings):
     prompt_variant: str | None = None
     tool_modules: list[str] = ["worker.demo_tools"]  # modules whose @tool functions are served
     tool_timeout_s: float = Field(default=30.0, gt=0)
+    # How long the effect journal keeps an effect's record (toolq/tools/journal.py): a run under
+    # the same key after it acts again.
+    effect_journal_ttl_s: float = Field(default=7 * 24 * 3600.0, gt=0)
 
     # Jobs
     max_jobs: int | None = Field(default=None, ge=1)  # None: one job per slot of the engine

@@ -35,10 +35,16 @@ class ToolSource(Protocol):
 
     def requires_approval(self, name: str) -> bool: ...
 
+    def idempotent(self, name: str) -> bool:
+        """Safe to run again under the same effect key: a call a lost attempt left with an unknown
+        outcome is run again (worker/conversation/triage.py)."""
+        ...
+
     def check(self, name: str, arguments: Any) -> CheckedCall: ...
 
-    async def run(self, call: CheckedCall, *, call_id: str, timeout_s: float) -> ToolOutcome:
-        """Never raises but asyncio.CancelledError: a failure is an outcome the model reads."""
+    async def run(self, call: CheckedCall, *, call_id: str, effect_key: str, timeout_s: float) -> ToolOutcome:
+        """Never raises but asyncio.CancelledError: a failure is an outcome the model reads.
+        ``effect_key``: the call's key for its effects (toolq/tools/effects.py), handed on."""
         ...
 
     async def refresh(self) -> None:
@@ -54,6 +60,7 @@ class BoxTool:
     requires_approval: bool
     source: ToolSource | None  # None: the client runs it
     schema_tool: SchemaTool | None = None  # a client tool's checker
+    idempotent: bool = False  # run again when a lost attempt left its outcome unknown
 
 
 class ToolBox:
@@ -84,7 +91,7 @@ class ToolBox:
             return t.schema_tool.check(arguments)
         return t.source.check(name, arguments)
 
-    async def run(self, call: CheckedCall, *, call_id: str, timeout_s: float) -> ToolOutcome:
+    async def run(self, call: CheckedCall, *, call_id: str, effect_key: str, timeout_s: float) -> ToolOutcome:
         if call.errors or call.kwargs is None:
             text = "\n".join(call.errors)
             return ToolOutcome(ok=False, content=text, error=text, duration_ms=0.0)
@@ -93,7 +100,7 @@ class ToolBox:
             raise RuntimeError(f"tool {call.name!r} runs on the client; the worker cannot run it")
         # current while the source runs it: a tool service or MCP server receives its context
         with traces.tool(call.name, call_id, t.where):
-            outcome = await t.source.run(call, call_id=call_id, timeout_s=timeout_s)
+            outcome = await t.source.run(call, call_id=call_id, effect_key=effect_key, timeout_s=timeout_s)
             traces.tool_ended(outcome)
         return outcome
 
@@ -151,5 +158,5 @@ class ToolResolver:
             found = self._find(name)
             assert found is not None
             needs = found.requires_approval(name) or name in approval
-            out.append(BoxTool(name, found.spec(name), found.where, needs, found))
+            out.append(BoxTool(name, found.spec(name), found.where, needs, found, idempotent=found.idempotent(name)))
         return ToolBox(out)

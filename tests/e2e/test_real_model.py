@@ -70,6 +70,8 @@ async def test_zorbix_job_through_redis_and_a_real_worker(redis_url, real_worker
     outcome = next(e for e in events if e.type == EventType.tool_result)
     assert call.data["name"] == "calculate_zorbix" and call.data["arguments"] == {"zorb": 15, "bix": 7}
     assert outcome.data["ok"] and outcome.data["content"] == "22"
+    # one effect key per call, the same on its announcement and its result (toolq/tools/effects.py)
+    assert call.data["effect_key"].startswith("fx_") and outcome.data["effect_key"] == call.data["effect_key"]
     assert kinds.index(EventType.tool_call) < kinds.index(EventType.tool_result) < kinds.index(EventType.final)
     assert kinds[-1] == EventType.final and sum(e.terminal for e in events) == 1
     assert any(m.role == "tool" and m.content == "22" for m in result.messages)

@@ -40,7 +40,7 @@ async def source():
 async def run(src: McpSource, name: str, args: dict, timeout_s: float = 10.0):
     checked = src.check(name, args)
     assert checked.ok, checked.errors
-    return await src.run(checked, call_id="call-1", timeout_s=timeout_s)
+    return await src.run(checked, call_id="call-1", effect_key="fx_" + "0" * 32, timeout_s=timeout_s)
 
 
 async def test_listing_follows_pages_and_skips_invalid_tools(source):
@@ -50,6 +50,18 @@ async def test_listing_follows_pages_and_skips_invalid_tools(source):
     assert spec["name"] == "add" and spec["description"] == "Add two integers."
     assert spec["parameters"]["properties"]["a"]["type"] == "integer" and spec["parameters"]["required"] == ["a", "b"]
     assert not source.requires_approval("add")
+
+
+async def test_the_effect_key_travels_in_params_meta_and_idempotency_follows_the_declaration(source):
+    checked = source.check("trace_meta", {})
+    out = await source.run(checked, call_id="call-9", effect_key="fx_" + "7" * 32, timeout_s=10)
+    assert json.loads(out.content)["toolq/effect_key"] == "fx_" + "7" * 32
+    assert not source.idempotent("add")  # no idempotentHint, no "idempotent" in the server's entry
+    declared = await start(stdio_server("d", "--page", "3", idempotent=True))
+    try:
+        assert declared.idempotent("add")
+    finally:
+        await declared.close()
 
 
 async def test_calls_arguments_checked_env_and_errors(source):

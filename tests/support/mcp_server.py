@@ -60,10 +60,10 @@ def build(page: int, port: int) -> FastMCP:
 
     @server.tool()
     def trace_meta(ctx: Context) -> str:
-        """The trace context the call's ``params._meta`` carried (JSON), as toolq sends it."""
+        """The trace context and effect key the call's ``params._meta`` carried (JSON), as toolq sends them."""
         meta = ctx.request_context.meta  # the SDK keeps _meta's keys beyond its own as extras
         extra = (meta.model_extra or {}) if meta is not None else {}
-        return json.dumps({k: extra[k] for k in ("traceparent", "tracestate") if k in extra})
+        return json.dumps({k: extra[k] for k in ("traceparent", "tracestate", "toolq/effect_key") if k in extra})
 
     @server.tool()
     def weather(city: str) -> str:

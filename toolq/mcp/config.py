@@ -33,6 +33,10 @@ class McpServerConfig(BaseModel):
     # Calls that wait for the caller's approval: true for all of this server's tools, or a list of
     # the server's own tool names.
     requires_approval: bool | list[str] = False
+    # Whether a call whose outcome a lost worker left unknown is run again under the same effect
+    # key (params._meta["toolq/effect_key"]): true or false for all of this server's tools, or
+    # null to follow each tool's own annotation (idempotentHint, false when absent).
+    idempotent: bool | None = None
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -43,6 +47,13 @@ class McpServerConfig(BaseModel):
         if self.command is not None and self.headers is not None:
             raise ValueError('"headers" apply to a "url" only')
         return self
+
+    def runs_again(self, tool: Any) -> bool:
+        """Whether ``tool`` (the server's listing of it) is declared safe to run again."""
+        if self.idempotent is not None:
+            return self.idempotent
+        hints = getattr(tool, "annotations", None)
+        return bool(getattr(hints, "idempotentHint", False))
 
     def needs_approval(self, remote_name: str) -> bool:
         if isinstance(self.requires_approval, bool):

@@ -31,10 +31,11 @@ from mcp.client.streamable_http import streamable_http_client
 from toolq.mcp.config import McpServerConfig
 from toolq.tracing import current_carrier
 
-__all__ = ["McpConnection", "McpUnavailable"]
+__all__ = ["EFFECT_KEY_META", "McpConnection", "McpUnavailable"]
 
 log = structlog.get_logger("toolq.mcp")
 
+EFFECT_KEY_META = "toolq/effect_key"  # params._meta key of a call's effect key (toolq/tools/effects.py)
 MAX_PAGES = 100  # of tools/list: a server whose cursor never ends must not hang the start
 # Errors that mean the transport is gone, as opposed to a server that answered with an error.
 _LOST = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError, httpx.TransportError)
@@ -94,20 +95,23 @@ class McpConnection:
         period after a failure this fails at once, unless ``now``."""
         await self._ensure(timeout_s or self.config.connect_timeout_s, now=now)
 
-    async def call(self, name: str, arguments: dict[str, Any], timeout_s: float) -> types.CallToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, Any], timeout_s: float, *, effect_key: str | None = None
+    ) -> types.CallToolResult:
         """The server's result. Raises McpUnavailable (no session, or it was lost during the call),
-        McpError (the server answered with a JSON-RPC error) or TimeoutError."""
+        McpError (the server answered with a JSON-RPC error) or TimeoutError. ``effect_key``
+        travels in params._meta under ``EFFECT_KEY_META``."""
         deadline = time.monotonic() + timeout_s
         held = await self._ensure(min(self.config.connect_timeout_s, timeout_s))
         try:
-            result = await self._request(held, name, arguments, deadline)
+            result = await self._request(held, name, arguments, deadline, effect_key)
         except _NotSent:
             # The server died while idle; the request never left, so sending it again is safe.
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError from None
             held = await self._ensure(min(self.config.connect_timeout_s, remaining), now=True)
-            result = await self._request(held, name, arguments, deadline)
+            result = await self._request(held, name, arguments, deadline, effect_key)
         self._failures = 0
         return result
 
@@ -217,15 +221,17 @@ class McpConnection:
                 yield read, write
 
     async def _request(
-        self, held: _Held, name: str, arguments: dict[str, Any], deadline: float
+        self, held: _Held, name: str, arguments: dict[str, Any], deadline: float, effect_key: str | None
     ) -> types.CallToolResult:
         # The caller's span rides in params._meta, under the keys MCP reserves for W3C trace
-        # context (traceparent, tracestate), so a traced server continues the job's trace.
+        # context (traceparent, tracestate), so a traced server continues the job's trace; the
+        # call's effect key beside it, under a name of ours (MCP's prefix/name form).
         trace = current_carrier()
+        meta: dict[str, Any] = trace.as_dict() if trace else {}
+        if effect_key:
+            meta[EFFECT_KEY_META] = effect_key
         request = (
-            held.session.call_tool(name, arguments, meta=trace.as_dict())
-            if trace
-            else held.session.call_tool(name, arguments)
+            held.session.call_tool(name, arguments, meta=meta) if meta else held.session.call_tool(name, arguments)
         )
         task = asyncio.ensure_future(request)
         try:

@@ -33,6 +33,8 @@ class McpTool:
     server: str
     remote_name: str  # as the server knows it
     schema: SchemaTool
+    # safe to run again under the same effect key (params._meta carries it: toolq/mcp/connection.py)
+    idempotent: bool = False
 
 
 def name_tools(
@@ -54,5 +56,5 @@ def name_tools(
                 continue
             description = (t.description or "")[:MAX_DESCRIPTION]
             schema = SchemaTool(name, description, params, config.needs_approval(t.name), config.timeout_s)
-            out[name] = McpTool(name, config.name, t.name, schema)
+            out[name] = McpTool(name, config.name, t.name, schema, config.runs_again(t))
     return out

@@ -63,7 +63,9 @@ class McpTools:
     def get(self, name: str) -> McpTool | None:
         return self._named().get(name)
 
-    async def call(self, name: str, arguments: dict[str, Any], *, timeout_s: float) -> ToolOutcome:
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, timeout_s: float, effect_key: str | None = None
+    ) -> ToolOutcome:
         started = time.perf_counter()
 
         def outcome(ok: bool, text: str) -> ToolOutcome:
@@ -78,7 +80,7 @@ class McpTools:
         conn = self.connections[tool.server]
         limit = tool.schema.timeout_s or timeout_s
         try:
-            result = await conn.call(tool.remote_name, arguments, limit)
+            result = await conn.call(tool.remote_name, arguments, limit, effect_key=effect_key)
         except TimeoutError:
             return outcome(False, f"tool {name!r} timed out after {limit:g} s")
         except McpUnavailable as e:

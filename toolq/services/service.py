@@ -31,7 +31,8 @@ from toolq.settings import DEFAULT_REDIS_URL
 from toolq.store import keys, redis_urls
 from toolq.store.scripts import Script
 from toolq.store.services import ServiceInfo, deregister_service, register_service
-from toolq.tools import REGISTRY, CheckedCall, ToolOutcome, ToolRegistry
+from toolq.tools import REGISTRY, CallContext, CheckedCall, ToolOutcome, ToolRegistry
+from toolq.tools.journal import DEFAULT_TTL_S, Journal
 from toolq.tracing import SpanKind, parent_context
 from toolq.tracing.genai import INSTANCE
 from toolq.tracing.tool_span import tool_failed, tool_span
@@ -66,6 +67,7 @@ class ToolService:
         instance_id: str | None = None,
         mcp: McpTools | None = None,
         read_block_ms: int = 500,
+        effect_ttl_s: float = DEFAULT_TTL_S,
     ):
         if concurrency < 1 or lease_ms < 100:
             raise ValueError("concurrency must be >= 1 and lease_ms >= 100")
@@ -88,6 +90,8 @@ class ToolService:
         self._inflight: dict[str, tuple[str, asyncio.Task[None]]] = {}  # entry id -> (stream, task)
         self._offset_ms = 0  # Redis's clock minus ours: deadlines are on Redis's clock
         self.mcp = mcp
+        self.effect_ttl_s = effect_ttl_s  # how long the effect journal keeps a record (toolq/tools/journal.py)
+        self._journal: Journal | None = None
         self._streams = {keys.tool_calls(n): n for n in self.registry.names()}
 
     def stop(self) -> None:
@@ -103,6 +107,7 @@ class ToolService:
         if self._redis is None:
             self._redis = redis_urls.async_client(self.redis_url)
         self._post = Script(self._redis, "service_result")
+        self._journal = Journal(self._redis, ttl_s=self.effect_ttl_s)
         self._renew = Script(self._redis, "service_renew")
         if handle_signals:
             loop = asyncio.get_running_loop()
@@ -201,7 +206,7 @@ class ToolService:
             with tool_span(
                 tool, call.call_id, "service", kind=SpanKind.CONSUMER, context=parent, **{INSTANCE: self.id}
             ):
-                outcome = await self._run(tool, call.arguments, remaining_ms / 1000)
+                outcome = await self._run(tool, call.call_id, call.arguments, remaining_ms / 1000)
                 if not outcome.ok:
                     tool_failed(outcome.error)
         payload = encode_outcome(outcome)
@@ -229,26 +234,40 @@ class ToolService:
         if status != b"accepted":
             log.info("result not accepted", tool=tool, call_id=call.call_id, status=status.decode())
 
-    async def _run(self, tool: str, arguments: Any, timeout_s: float) -> ToolOutcome:
+    async def _run(self, tool: str, call_id: str, arguments: Any, timeout_s: float) -> ToolOutcome:
+        # the call id is the call's effect key (worker/sources/services.py sends it as one)
         if tool in self.registry or self.mcp is None:
-            return await self.registry.run(self.registry.check(tool, arguments), timeout_s=timeout_s)
+            context = CallContext(key=call_id, tool=tool, journal=self._journal)
+            return await self.registry.run(self.registry.check(tool, arguments), timeout_s=timeout_s, context=context)
         found = self.mcp.get(tool)
         checked = found.schema.check(arguments) if found else CheckedCall(tool, None, [f"no tool {tool!r}"], None)
         if checked.errors or checked.kwargs is None:
             text = "; ".join(checked.errors)
             return ToolOutcome(ok=False, content=text, error=text, duration_ms=0.0)
-        return await self.mcp.call(tool, checked.kwargs, timeout_s=timeout_s)
+        return await self.mcp.call(tool, checked.kwargs, timeout_s=timeout_s, effect_key=call_id)
 
     def _specs(self) -> tuple[dict[str, Any], ...]:
         specs = [
-            {**t.spec(), "requires_approval": t.requires_approval, "timeout_s": t.timeout_s}
+            {
+                **t.spec(),
+                "requires_approval": t.requires_approval,
+                "timeout_s": t.timeout_s,
+                "idempotent": t.idempotent is not False,  # at least once already: see Tool.idempotent
+            }
             for t in (self.registry.get(n) for n in self.registry.names())
         ]
         for name in self._streams.values():
             found = self.mcp.get(name) if self.mcp is not None and name not in self.registry else None
             if found is not None:
                 sch = found.schema
-                specs.append({**sch.spec(), "requires_approval": sch.requires_approval, "timeout_s": sch.timeout_s})
+                specs.append(
+                    {
+                        **sch.spec(),
+                        "requires_approval": sch.requires_approval,
+                        "timeout_s": sch.timeout_s,
+                        "idempotent": found.idempotent,
+                    }
+                )
         return tuple({**s, "where": "service"} for s in specs)
 
     async def _drop(self, stream: str, eid: str) -> None:

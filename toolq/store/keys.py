@@ -97,6 +97,11 @@ def tool_result(tool: str, call_id: str) -> str:
     return f"{PREFIX}:result:{{{tool}}}:{call_id}"
 
 
+def effect(key: str) -> str:
+    """Hash: the journal's record of one effect, by its effect key (toolq/tools/journal.py)."""
+    return f"{PREFIX}:effect:{key}"
+
+
 def tool_reply(tool: str, call_id: str) -> str:
     """List the caller BLPOPs for the result of one call."""
     return f"{PREFIX}:reply:{{{tool}}}:{call_id}"

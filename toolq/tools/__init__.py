@@ -17,9 +17,12 @@ Tool modules register on the module-level ``REGISTRY``::
 The modules, one idea each: ``registry`` (names, specs, check and run), ``function`` (one registered
 function), ``signature`` (its argument model and schema), ``docstrings`` (its descriptions),
 ``validation`` and ``messages`` (checking a call, and the texts the model reads), ``execution``,
-``threads`` and ``results`` (running a call and what it produced), ``errors``.
+``threads`` and ``results`` (running a call and what it produced), ``effects`` and ``journal``
+(a call's effect key, ``current_call()``, and ``once`` for effects with no idempotency of their
+own), ``errors``.
 """
 
+from toolq.tools.effects import CallContext, NoCallError, current_call, effect_key
 from toolq.tools.errors import ToolLoadError, ToolRegistrationError, UnknownToolError
 from toolq.tools.function import Tool
 from toolq.tools.registry import REGISTRY, ToolRegistry, load_tool_modules, tool
@@ -28,13 +31,17 @@ from toolq.tools.validation import CheckedCall
 
 __all__ = [
     "REGISTRY",
+    "CallContext",
     "CheckedCall",
+    "NoCallError",
     "Tool",
     "ToolLoadError",
     "ToolOutcome",
     "ToolRegistrationError",
     "ToolRegistry",
     "UnknownToolError",
+    "current_call",
+    "effect_key",
     "load_tool_modules",
     "tool",
 ]

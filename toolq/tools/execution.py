@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from toolq.tools.effects import CallContext, reset_current, set_current
 from toolq.tools.function import Tool
 from toolq.tools.results import ToolOutcome, render_result
 from toolq.tools.threads import ToolThreads
@@ -27,7 +28,10 @@ class _TimedOut(Exception):
     pass
 
 
-async def run_call(found: Tool, kwargs: dict[str, Any], limit: float, threads: ToolThreads) -> ToolOutcome:
+async def run_call(
+    found: Tool, kwargs: dict[str, Any], limit: float, threads: ToolThreads, context: CallContext | None = None
+) -> ToolOutcome:
+    """``context``: what ``toolq.tools.current_call()`` returns inside the tool (its effect key)."""
     started = time.perf_counter()
 
     def outcome(ok: bool, content: str) -> ToolOutcome:
@@ -36,7 +40,7 @@ async def run_call(found: Tool, kwargs: dict[str, Any], limit: float, threads: T
 
     name = found.name
     try:
-        ok, value = await _run_with_timeout(found, kwargs, limit, threads)
+        ok, value = await _run_with_timeout(found, kwargs, limit, threads, context)
     except _TimedOut:
         result = outcome(False, f"tool {name!r} timed out after {limit:g} s")
         log.warning("tool_timeout", tool=name, timeout_s=limit)
@@ -53,11 +57,17 @@ async def run_call(found: Tool, kwargs: dict[str, Any], limit: float, threads: T
 
 
 async def _run_with_timeout(
-    found: Tool, kwargs: dict[str, Any], limit: float, threads: ToolThreads
+    found: Tool, kwargs: dict[str, Any], limit: float, threads: ToolThreads, context: CallContext | None
 ) -> tuple[bool, Any]:
     # asyncio.wait, not wait_for: wait_for waits for the cancelled tool to finish, and an
     # async tool that swallows cancellation would then hang the job past its timeout.
-    task = asyncio.ensure_future(_invoke(found, kwargs, threads))
+    # The task copies the context it is made in (and ToolThreads carries it into a thread), so
+    # the call is current in the tool alone.
+    token = set_current(context)
+    try:
+        task = asyncio.ensure_future(_invoke(found, kwargs, threads))
+    finally:
+        reset_current(token)
     try:
         done, _ = await asyncio.wait({task}, timeout=limit)
     except asyncio.CancelledError:

@@ -30,6 +30,9 @@ class Tool:
     # internal pydantic field name -> the function's parameter name (see signature.arguments_model)
     field_names: dict[str, str] = dataclasses.field(repr=False)
     requires_approval: bool = False  # every call waits for the caller's approval (the job pauses)
+    # a second run under the same effect key has no second effect; None: the default of where it
+    # runs (false in a worker, true in a tool service, whose calls are delivered at least once)
+    idempotent: bool | None = None
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI function spec; a fresh copy, so callers may mutate it."""
@@ -42,6 +45,7 @@ def make_tool(
     description: str | None = None,
     timeout_s: float | None = None,
     requires_approval: bool = False,
+    idempotent: bool | None = None,
 ) -> Tool:
     """The Tool for ``fn``; raises ToolRegistrationError when ``fn`` cannot be one."""
     if not callable(fn):
@@ -68,6 +72,7 @@ def make_tool(
         model=model,
         field_names=field_names,
         requires_approval=requires_approval,
+        idempotent=idempotent,
     )
 
 

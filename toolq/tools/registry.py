@@ -6,10 +6,12 @@ both for callers that have nothing to do in between.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from toolq.tools.effects import CallContext
 from toolq.tools.errors import ToolLoadError, ToolRegistrationError, UnknownToolError
 from toolq.tools.execution import run_call
 from toolq.tools.function import Tool, make_tool
@@ -44,16 +46,24 @@ class ToolRegistry:
         description: str | None = None,
         timeout_s: float | None = None,
         requires_approval: bool = False,
+        idempotent: bool | None = None,
     ) -> Any:
         """Decorator: ``@registry.tool`` or ``@registry.tool(name=..., timeout_s=..., requires_approval=True)``.
+        ``idempotent=True`` declares that running a call again under the same effect key has no
+        second effect, so a call a lost worker left with an unknown outcome is run again.
 
         Returns the function unchanged, so it stays directly callable in tests.
         """
+        terms: dict[str, Any] = {
+            "name": name,
+            "description": description,
+            "timeout_s": timeout_s,
+            "requires_approval": requires_approval,
+            "idempotent": idempotent,
+        }
         if fn is None:
-            return lambda f: self.tool(
-                f, name=name, description=description, timeout_s=timeout_s, requires_approval=requires_approval
-            )
-        self.register(fn, name=name, description=description, timeout_s=timeout_s, requires_approval=requires_approval)
+            return lambda f: self.tool(f, **terms)
+        self.register(fn, **terms)
         return fn
 
     def register(
@@ -64,8 +74,9 @@ class ToolRegistry:
         description: str | None = None,
         timeout_s: float | None = None,
         requires_approval: bool = False,
+        idempotent: bool | None = None,
     ) -> Tool:
-        new = make_tool(fn, name, description, timeout_s, requires_approval)
+        new = make_tool(fn, name, description, timeout_s, requires_approval, idempotent)
         existing = self._tools.get(new.name)
         if existing is not None:
             where = f"{getattr(existing.fn, '__module__', '?')}.{getattr(existing.fn, '__qualname__', '?')}"
@@ -126,15 +137,20 @@ class ToolRegistry:
         """Problems with a call, written for the model to fix; empty when the call is valid."""
         return self.check(name, arguments).errors
 
-    async def run(self, call: CheckedCall, *, timeout_s: float | None = None) -> ToolOutcome:
+    async def run(
+        self, call: CheckedCall, *, timeout_s: float | None = None, context: CallContext | None = None
+    ) -> ToolOutcome:
         """Run a checked call; one with errors is not run, its outcome carries the errors.
         Never raises, except asyncio.CancelledError (so the job can be cancelled while a tool
-        runs). The tool's own timeout wins over ``timeout_s``, which wins over the default."""
+        runs). The tool's own timeout wins over ``timeout_s``, which wins over the default.
+        ``context``: the call as the tool sees it (``current_call()``: its effect key)."""
         if call.errors or call.tool is None or call.kwargs is None:
             text = "\n".join(call.errors)
             return ToolOutcome(ok=False, content=text, error=text, duration_ms=0.0)
         limit = call.tool.timeout_s or timeout_s or self.default_timeout_s
-        return await run_call(call.tool, call.kwargs, limit, self._threads)
+        if context is not None and context.timeout_s is None:
+            context = dataclasses.replace(context, timeout_s=limit)
+        return await run_call(call.tool, call.kwargs, limit, self._threads, context)
 
     async def execute(self, name: str, arguments: Any, *, timeout_s: float | None = None) -> ToolOutcome:
         """Check and run one call."""

@@ -83,7 +83,9 @@ class ConversationLoop:
         *,
         state: LoopState | None = None,
         stop_event: threading.Event | None = None,
+        job_id: str = "",
     ) -> LoopOutcome:
+        """``job_id`` salts each call's effect key (worker/conversation/steps.py ``key_of``)."""
         box = await self.tools.box(request)
         forced, offered = self.forced_tools(box, request), box.specs()
         state = state or LoopState(messages=list(request.messages))
@@ -105,7 +107,7 @@ class ConversationLoop:
         if left:
             steps = [triage.left_call(c, box, state.awaiting.get(c.id), state.answers.get(c.id)) for c in left]
             note_waits(steps, state)
-            waiting = await carry_out(steps, box, sink, state, timeout_s=self.tool_timeout_s)
+            waiting = await carry_out(steps, box, sink, state, timeout_s=self.tool_timeout_s, job_id=job_id)
             if waiting:
                 return LoopOutcome("", "requires_action", state, waiting)
 
@@ -144,7 +146,7 @@ class ConversationLoop:
             earlier = earlier_results(state.messages)
             steps = [triage.new_call(c, box, earlier) for c in calls]
             note_waits(steps, state)
-            await announce(steps, sink, state)
-            waiting = await carry_out(steps, box, sink, state, timeout_s=self.tool_timeout_s)
+            await announce(steps, sink, state, job_id)
+            waiting = await carry_out(steps, box, sink, state, timeout_s=self.tool_timeout_s, job_id=job_id)
             if waiting:
                 return LoopOutcome(parsed.content, "requires_action", state, waiting)

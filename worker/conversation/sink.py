@@ -19,6 +19,7 @@ class EventSink(Protocol):
         where: Where = "worker",
         awaiting: str | None = None,
         durable: bool = False,
+        effect_key: str | None = None,
     ) -> Any: ...
 
     async def tool_result(
@@ -32,6 +33,9 @@ class EventSink(Protocol):
         executed: bool,
         checkpoint: dict[str, Any],
         where: Where = "worker",
+        effect_key: str | None = None,
+        outcome_unknown: bool = False,
+        rerun: bool = False,
     ) -> Any: ...
 
     def push_text(self, text: str, reader: TurnReader | None = None) -> None: ...

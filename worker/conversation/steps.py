@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import structlog
 
 from toolq.protocol import Message, PendingAction, ToolCall, Where
-from toolq.tools import ToolOutcome
+from toolq.tools import ToolOutcome, effect_key
 from worker.conversation.sink import EventSink
 from worker.conversation.state import LoopState
 from worker.conversation.triage import Reply, Run, Step, Wait
@@ -28,7 +28,13 @@ def note_waits(steps: Sequence[Step], state: LoopState) -> None:
             state.awaiting.pop(s.call.id, None)
 
 
-async def announce(steps: Sequence[Step], sink: EventSink, state: LoopState) -> None:
+def key_of(job_id: str, call: ToolCall) -> str:
+    """The call's effect key: its id is in the checkpoint before it runs (``announce``), so every
+    attempt derives the same key."""
+    return effect_key(job_id, call.id, call.name, call.arguments)
+
+
+async def announce(steps: Sequence[Step], sink: EventSink, state: LoopState, job_id: str) -> None:
     runs = any(isinstance(s, Run) for s in steps)
     for i, s in enumerate(steps):
         # The first announcement checkpoints the turn with its calls, so a job resumed while
@@ -42,36 +48,47 @@ async def announce(steps: Sequence[Step], sink: EventSink, state: LoopState) -> 
             where=s.where,
             awaiting=state.awaiting.get(s.call.id),
             durable=i == 0 and runs,
+            effect_key=key_of(job_id, s.call),
         )
 
 
 async def carry_out(
-    steps: Sequence[Step], box: ToolBox, sink: EventSink, state: LoopState, *, timeout_s: float
+    steps: Sequence[Step], box: ToolBox, sink: EventSink, state: LoopState, *, timeout_s: float, job_id: str
 ) -> list[PendingAction]:
     """Answer and run what can be now; return the calls that wait on the caller."""
 
     async def run(s: Run) -> tuple[Run, ToolOutcome]:
         structlog.contextvars.bind_contextvars(tool=s.call.name)  # this task's context only
-        return s, await box.run(s.checked, call_id=s.call.id, timeout_s=timeout_s)
+        key = key_of(job_id, s.call)
+        return s, await box.run(s.checked, call_id=s.call.id, effect_key=key, timeout_s=timeout_s)
 
     t0 = time.perf_counter()
     tasks = [asyncio.ensure_future(run(s)) for s in steps if isinstance(s, Run)]
     try:
         for s in steps:
             if isinstance(s, Reply):
-                await _publish(s.call, s.where, s.outcome, s.executed, sink, state)
+                await _publish(s.call, s.where, s.outcome, s.executed, sink, state, job_id, unknown=s.unknown)
         for fut in asyncio.as_completed(tasks):
             done, outcome = await fut
-            await _publish(done.call, done.where, outcome, True, sink, state)
+            await _publish(done.call, done.where, outcome, True, sink, state, job_id, rerun=done.rerun)
     finally:
         for t in tasks:
             t.cancel()
         state.tools_ms += (time.perf_counter() - t0) * 1000
-    return [s.pending() for s in steps if isinstance(s, Wait)]
+    return [s.pending(key_of(job_id, s.call)) for s in steps if isinstance(s, Wait)]
 
 
 async def _publish(
-    call: ToolCall, where: Where, outcome: ToolOutcome, executed: bool, sink: EventSink, state: LoopState
+    call: ToolCall,
+    where: Where,
+    outcome: ToolOutcome,
+    executed: bool,
+    sink: EventSink,
+    state: LoopState,
+    job_id: str,
+    *,
+    unknown: bool = False,
+    rerun: bool = False,
 ) -> None:
     """The result joins the conversation, and is published with the checkpoint of all so far."""
     text = outcome.content if outcome.ok else (outcome.error or "the tool failed")
@@ -93,4 +110,7 @@ async def _publish(
         executed=executed,
         checkpoint=state.checkpoint(),
         where=where,
+        effect_key=key_of(job_id, call),
+        outcome_unknown=unknown,
+        rerun=rerun,
     )

@@ -4,6 +4,11 @@ earlier attempt; the loop only carries the steps out.
 
 Where a call runs decides the last part (``_by_where``): a call that needs approval waits for it,
 a client tool's call waits for the caller's result, anything else runs in the worker's reach.
+
+A call an earlier attempt started and never answered has an unknown outcome: it may have acted.
+It runs again, under the same effect key, when its tool is declared idempotent (a second run under
+the key has no second effect); otherwise the model is told it was interrupted, and the event says
+the outcome is unknown (the call's states: ARCHITECTURE.md, "A call's effects").
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ class Run:
     call: ToolCall
     where: Where
     checked: CheckedCall
+    rerun: bool = False  # a lost attempt started it; it runs again under the same effect key
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,7 @@ class Reply:
     where: Where
     outcome: ToolOutcome
     executed: bool = False  # the call did run, elsewhere (the caller's result of a client tool)
+    unknown: bool = False  # a lost attempt started it and it is not run again: it may have acted
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,11 @@ class Wait:
     where: Where
     kind: ActionKind
 
-    def pending(self) -> PendingAction:
+    def pending(self, effect_key: str | None = None) -> PendingAction:
         c = self.call
-        return PendingAction(id=c.id, name=c.name, arguments=c.arguments, kind=self.kind, where=self.where)
+        return PendingAction(
+            id=c.id, name=c.name, arguments=c.arguments, kind=self.kind, where=self.where, effect_key=effect_key
+        )
 
 
 Step = Run | Reply | Wait
@@ -96,9 +105,12 @@ def left_call(call: ToolCall, box: ToolBox, kind: ActionKind | None, answer: dic
     tool = box.get(call.name)
     where = _where(tool)
     if kind is None:
-        # at most once: its effects may already have happened
+        # its outcome is unknown: run it again only where that cannot act twice
+        if tool is not None and tool.source is not None and tool.idempotent:
+            log.warning("tool call interrupted by a lost attempt; run again under its effect key", tool=call.name)
+            return Run(call, where, box.check(call.name, call.arguments), rerun=True)
         log.warning("tool call interrupted by a lost attempt; not run again", tool=call.name)
-        return _failed(call, where, texts.interrupted(call.name))
+        return Reply(call, where, ToolOutcome(False, "", texts.interrupted(call.name), 0.0), unknown=True)
     if answer is None:
         return Wait(call, where if tool else "client", kind)
     if kind == "client":

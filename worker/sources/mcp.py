@@ -43,15 +43,18 @@ class McpSource:
     def requires_approval(self, name: str) -> bool:
         return self._get(name).schema.requires_approval
 
+    def idempotent(self, name: str) -> bool:
+        return self._get(name).idempotent
+
     def check(self, name: str, arguments: Any) -> CheckedCall:
         found = self.tools.get(name)
         if found is None:
             return CheckedCall(name, None, [unknown_tool(name, self.names())], None)
         return found.schema.check(arguments)
 
-    async def run(self, call: CheckedCall, *, call_id: str, timeout_s: float) -> ToolOutcome:
+    async def run(self, call: CheckedCall, *, call_id: str, effect_key: str, timeout_s: float) -> ToolOutcome:
         assert call.kwargs is not None  # the ToolBox runs only checked calls
-        return await self.tools.call(call.name, call.kwargs, timeout_s=timeout_s)
+        return await self.tools.call(call.name, call.kwargs, timeout_s=timeout_s, effect_key=effect_key)
 
     async def refresh(self) -> None:
         await self.tools.refresh()

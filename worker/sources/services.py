@@ -34,6 +34,7 @@ class ServiceSource:
         self.services = ServiceFleetView(redis, max_age_s)
         self.caller = ServiceCaller(redis, self.services)
         self._tools: dict[str, SchemaTool] = {}
+        self._idempotent: dict[str, bool] = {}  # as each tool's service declared it
 
     def names(self) -> list[str]:
         return list(self._tools)
@@ -44,19 +45,23 @@ class ServiceSource:
     def requires_approval(self, name: str) -> bool:
         return self._tools[name].requires_approval
 
+    def idempotent(self, name: str) -> bool:
+        return self._idempotent.get(name, True)  # a service's calls are delivered at least once already
+
     def check(self, name: str, arguments: Any) -> CheckedCall:
         found = self._tools.get(name)
         if found is None:
             return CheckedCall(name, None, [unknown_tool(name, self._tools)], None)
         return found.check(arguments)
 
-    async def run(self, call: CheckedCall, *, call_id: str, timeout_s: float) -> ToolOutcome:
+    async def run(self, call: CheckedCall, *, call_id: str, effect_key: str, timeout_s: float) -> ToolOutcome:
         if call.errors or call.kwargs is None:
             text = "\n".join(call.errors)
             return ToolOutcome(ok=False, content=text, error=text, duration_ms=0.0)
         found = self._tools.get(call.name)
         limit = (found.timeout_s if found is not None else None) or timeout_s  # the tool's own wins
-        return await self.caller.call(call.name, call_id, call.kwargs, limit)
+        # the effect key is the service call's id, so its result is kept and found under it
+        return await self.caller.call(call.name, effect_key, call.kwargs, limit)
 
     async def refresh(self) -> None:
         try:
@@ -74,6 +79,8 @@ class ServiceSource:
             if made is not None:
                 tools[name] = made
         self._tools = tools
+        specs = services.tools()
+        self._idempotent = {n: specs[n].get("idempotent") is not False for n in tools}
 
     async def keep_fresh(self) -> None:
         """Refresh every ``REFRESH_S`` until cancelled."""

@@ -39,6 +39,9 @@ class ChatToolCall(_Strict):
     id: str
     type: Literal["function"] = "function"
     function: ChatFunctionCall
+    # our own extension on the calls we answer (the call's effect key: gateway/openai/chat/shapes.py),
+    # which a caller replaying our assistant message sends back; read and dropped
+    toolq: dict[str, Any] | None = None
 
 
 class ChatMessage(_Strict):
@@ -116,7 +119,7 @@ def to_message(m: ChatMessage) -> dict[str, Any]:
     by toolq's FunctionCall)."""
     out: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role, "content": m.content}
     if m.tool_calls:
-        out["tool_calls"] = [c.model_dump(exclude={"index"}) for c in m.tool_calls]
+        out["tool_calls"] = [c.model_dump(exclude={"index", "toolq"}) for c in m.tool_calls]
     if m.tool_call_id is not None:
         out["tool_call_id"] = m.tool_call_id
     if m.name is not None and m.role == "tool":

@@ -26,15 +26,20 @@ def usage(data: FinalData) -> dict[str, Any]:
 
 
 def tool_calls(data: FinalData) -> list[dict[str, Any]]:
-    """The final event's calls with arguments as a JSON string, as OpenAI returns them."""
-    return [
-        {
+    """The final event's calls with arguments as a JSON string, as OpenAI returns them; each with
+    the extension ``toolq.effect_key``, the key its effect goes by (toolq/tools/effects.py)."""
+    effect_keys = data.effect_keys or {}
+    out = []
+    for c in data.tool_calls or ():
+        call: dict[str, Any] = {
             "id": c.id,
             "type": "function",
             "function": {"name": c.name, "arguments": json.dumps(c.arguments or {}, ensure_ascii=False)},
         }
-        for c in data.tool_calls or ()
-    ]
+        if c.id in effect_keys:
+            call["toolq"] = {"effect_key": effect_keys[c.id]}
+        out.append(call)
+    return out
 
 
 def completion(completion_id: str, model: str, created: int, data: FinalData) -> dict[str, Any]:

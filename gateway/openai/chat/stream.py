@@ -76,6 +76,8 @@ class ChatStream:
                 "type": "function",
                 "function": {"name": fn["name"], "arguments": ""},
             }
+            if "toolq" in call:
+                head["toolq"] = call["toolq"]  # the call's effect key
             out.append(self.writer.chunk({"tool_calls": [head]}))
             for args in argument_pieces(fn["arguments"]):
                 piece = {"index": index, "function": {"arguments": args}}
