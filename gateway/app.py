@@ -119,7 +119,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
     app.include_router(health.router)
     app.include_router(usage.router)
     ui.install(app, settings, app.state.keyring)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, drain_bytes=settings.body_drain_bytes)
     if tracing_on():  # configured by gateway/main.py; off, the request path has no tracing code
         app.add_middleware(TraceContext)
     return app

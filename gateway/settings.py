@@ -32,6 +32,9 @@ class GatewaySettings(BaseSettings):
 
     # Limits (every one answers 4xx naming itself when exceeded)
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    # How much more of an oversized body is read and dropped so its sender can read the 413
+    # (gateway/limits.py); past it the connection is closed.
+    body_drain_bytes: int = Field(default=16 << 20, ge=0)
     max_messages: int = Field(default=256, ge=1)
     max_tokens_cap: int = Field(default=4096, ge=1)
     max_iterations_cap: int = Field(default=20, ge=1)

@@ -14,6 +14,7 @@ from gateway.auth import KeyRing
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import (
     ZORBIX_RULES,
+    LiveGateway,
     asgi_client,
     queued_jobs,
     register_fake_worker,
@@ -348,6 +349,26 @@ async def test_every_limit_answers_with_the_field_and_the_limit(redis_url):
         assert r.status_code == 202
         stored = json.loads(redis.Redis.from_url(redis_url).hget(keys.job(r.json()["job_id"]), "request"))
         assert (stored["max_tokens"], stored["max_iterations"]) == (256, 4)
+
+
+async def test_an_oversized_body_gets_its_413_over_a_real_socket(redis_url):
+    """A client that writes its whole body before reading (httpx's async client, requests) reads
+    the 413, where an answer sent mid-upload reached it as a reset connection (ReadError)."""
+    gw = LiveGateway(GatewaySettings(redis_url=redis_url, fleet_cache_s=0, max_body_bytes=4096)).start()
+    try:
+        async with httpx.AsyncClient(base_url=gw.url, timeout=30) as c:
+            for size in (1 << 20, 4 << 20):
+                r = await c.post("/v1/jobs", json={"messages": [{"role": "user", "content": "x" * size}]})
+                assert r.status_code == 413 and "4096 bytes" in r.json()["error"]["message"]
+
+                async def chunks(size: int = size):  # no Content-Length: counted as it arrives
+                    for _ in range(size // 65536):
+                        yield b" " * 65536
+
+                r = await c.post("/v1/jobs", content=chunks(), headers={"content-type": "application/json"})
+                assert r.status_code == 413
+    finally:
+        gw.stop()
 
 
 async def test_a_full_queue_answers_429_with_retry_after(redis_url):
