@@ -4,7 +4,8 @@ An open gateway trusts whoever reaches its port, so a page the user visits must 
 - **DNS rebinding**: a page whose own name is rebound to 127.0.0.1 would be same-origin with the
   gateway and read its answers. Only the gateway's own host names are served (the ``Host``
   header): localhost, 127.0.0.1, [::1], the bound host and ``TOOLQ_ALLOWED_HOSTS``; any other
-  gets 421 naming the host.
+  gets 421 naming the host. The probes (/healthz, /readyz) show nothing and answer any name, so
+  an orchestrator may probe a pod by its address.
 - **Cross-site posts**: a page may post a form (urlencoded, multipart or text/plain) to any
   address without asking. A POST, PUT or PATCH with a body must be JSON (415 otherwise), which a
   form cannot send and a script may send cross-site only after a CORS preflight the gateway never
@@ -30,6 +31,7 @@ ANY_HOST = "*"
 _WILDCARDS = ("0.0.0.0", "::", "[::]")  # a bound address no client names
 _CHANGING = ("POST", "PUT", "PATCH", "DELETE")
 _WITH_BODY = ("POST", "PUT", "PATCH")
+PROBES = ("/healthz", "/readyz")  # gateway/health.py
 
 
 def host_name(value: str) -> str:
@@ -69,7 +71,8 @@ class BrowserGuard:
     def refusal(self, scope: Scope) -> ToolqError | None:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", ())}
         host = headers.get("host", "")
-        if self.hosts is not None and host_name(host) not in self.hosts:
+        probe = scope["method"] in ("GET", "HEAD") and scope["path"] in PROBES
+        if self.hosts is not None and host_name(host) not in self.hosts and not probe:
             named = f"host {host_name(host)!r}" if host else "a request with no Host header"
             return MisdirectedRequest(
                 f"this gateway does not serve {named}; it serves {', '.join(sorted(self.hosts))} "

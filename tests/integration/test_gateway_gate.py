@@ -164,8 +164,11 @@ async def test_an_open_gateway_serves_only_its_own_host_names(redis_url):
     settings = GatewaySettings(redis_url=redis_url, fleet_cache_s=0, allowed_hosts=["toolq.lan"])
     async with asgi_client(settings) as c:
         for host in ("localhost", "localhost:8000", "LOCALHOST.", "127.0.0.1:8000", "[::1]:8000", "toolq.lan:80"):
-            assert (await c.get("/healthz", headers={"Host": host})).status_code == 200, host
+            assert (await c.get("/v1/models", headers={"Host": host})).status_code == 200, host
         for host in ("rebound.example", "rebound.example:8000", "127.0.0.1.nip.io", "localhost.evil.example"):
+            # probes show nothing and answer any name (a pod probed by its address)
+            assert (await c.get("/healthz", headers={"Host": host})).status_code == 200
+            assert (await c.get("/metrics", headers={"Host": host})).status_code == 421
             r = await c.get("/v1/models", headers={"Host": host})
             assert r.status_code == 421, host
             err = r.json()["error"]
