@@ -14,6 +14,7 @@ from redis.exceptions import RedisError
 
 from gateway import actions, catalog, deliveries, errors, health, jobs, threads, ui, usage
 from gateway.auth import KeyRing
+from gateway.browser_guard import BrowserGuard, served_hosts
 from gateway.fleet import FleetView
 from gateway.limits import BodySizeLimit
 from gateway.metrics import EventObserver, GatewayMetrics
@@ -24,6 +25,7 @@ from gateway.openai.responses import routes as openai_responses
 from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
 from gateway.tracing import TraceContext
+from gateway.wrong_keys import WrongKeys
 from toolq.protocol import PROTOCOL_VERSION
 from toolq.store.fleet import Fleet
 from toolq.store.jobstore import JobNotFound, JobStore, connect
@@ -80,6 +82,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
             fleet=FleetView(store.redis, settings.fleet_cache_s, on_refresh),
             metrics=metrics,
             observer=observer,
+            wrong_keys=WrongKeys(store.redis, settings.wrong_key_limit, settings.wrong_key_window_s),
             webhooks=webhooks or WebhookSettings(),
         )
         observer.start()
@@ -120,6 +123,9 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
     app.include_router(usage.router)
     ui.install(app, settings, app.state.keyring)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, drain_bytes=settings.body_drain_bytes)
+    hosts = served_hosts(settings)
+    if hosts is not None or settings.open_access:  # added after: it runs before the body is read
+        app.add_middleware(BrowserGuard, hosts=hosts, open_access=settings.open_access)
     if tracing_on():  # configured by gateway/main.py; off, the request path has no tracing code
         app.add_middleware(TraceContext)
     return app

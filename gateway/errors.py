@@ -7,6 +7,7 @@ a 503 (retry later), never a crash.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException
+from starlette.types import Send
 
 from toolq.errors import NotReplicatedError, ToolqError
 from toolq.store.durability import NotReplicated
@@ -106,6 +108,18 @@ def install(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", path=request.url.path)
         return JSONResponse({"error": {"code": "internal", "message": "internal error"}}, status_code=500)
+
+
+async def send_error(send: Send, exc: ToolqError, *, close: bool = False) -> None:
+    """Answer with ``exc``'s error body straight from an ASGI middleware, before any route runs.
+    ``close``: the request's body was not read to its end, so the connection cannot be reused."""
+    payload = json.dumps(exc.body()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in exc.headers.items()]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
 
 
 def not_replicated(exc: NotReplicated) -> NotReplicatedError:

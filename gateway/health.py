@@ -1,17 +1,22 @@
 """/healthz (the process answers), /readyz (it can do work) and /metrics (Prometheus).
 
-They carry no API key: probes and scrapers do not have one, and none of them shows a job or a tenant.
+They need no API key: probes and scrapers do not have one, and none of them shows a job or a
+tenant. An operator key (``TOOLQ_OPERATOR_KEYS``, as ``Authorization: Bearer`` or ``X-API-Key``)
+adds /metrics' per-tenant series (tenant names and usage); a tenant's API key sees the fleet-wide
+ones only; a key that is neither is a 401 and counts as a wrong key (gateway/wrong_keys.py). With
+no API keys configured (open access) every caller is an operator, as on the dashboard.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
+from gateway.auth import KeyRing, invalid_key, key_digest, presented_key
 from gateway.state import State
 from toolq.api import Readiness
 
@@ -41,7 +46,25 @@ async def readyz(state: State) -> Readiness | JSONResponse:
     return Readiness(ready=True, redis=True, workers=len(fleet.workers))
 
 
+async def sees_tenants(request: Request, state: State) -> bool:
+    """Whether the caller may see per-tenant figures: an operator key, or open access."""
+    ring: KeyRing = request.app.state.keyring
+    if ring.open:
+        return True
+    key = presented_key(request)
+    if key is None:
+        return False
+    digest = key_digest(key)
+    known = await state.wrong_keys.judge(
+        request, lambda: True if ring.is_operator(digest) or ring.tenant_of_digest(digest) else None
+    )
+    if known is None:
+        raise invalid_key()
+    return ring.is_operator(digest)
+
+
 @router.get("/metrics", response_class=Response)
-async def metrics(state: State) -> Response:
-    body = await state.metrics.render(state.store.redis, await state.fleet.get())
+async def metrics(request: Request, state: State) -> Response:
+    tenants = await sees_tenants(request, state)
+    body = await state.metrics.render(state.store.redis, await state.fleet.get(), tenants=tenants)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

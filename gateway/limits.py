@@ -7,10 +7,9 @@ operator set the cap below it, rather than refusing a request that asked for not
 
 from __future__ import annotations
 
-import json
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.errors import send_error
 from gateway.settings import GatewaySettings
 from toolq.errors import BodyTooLarge, LimitExceeded
 from toolq.protocol import JobRequest
@@ -85,19 +84,7 @@ class BodySizeLimit:
 
     async def _refuse(self, send: Send) -> None:
         exc = BodyTooLarge(f"the request body is larger than the limit of {self.max_bytes} bytes")
-        payload = json.dumps(exc.body()).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": exc.status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(payload)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+        await send_error(send, exc, close=True)
 
 
 def apply_caps(request: JobRequest, settings: GatewaySettings) -> JobRequest:

@@ -7,6 +7,10 @@ purpose: model, outcome, tool (only names a live worker serves), tenant (the con
 tenants: the figures per tenant come from Redis, toolq/store/fair.py and toolq/store/usage.py, so
 every replica reports the same; only the 429 counter is this replica's own: aggregate it with
 ``sum``); never job ids.
+Tenant names and usage are only for operators: the per-tenant series live in a registry of their
+own (``tenant_registry``) that /metrics renders only for an operator key (gateway/health.py);
+everyone else sees the fleet-wide series, the 429s included without a tenant
+(``toolq_jobs_refused_total{reason}``).
 Pub/sub is fire-and-forget, so a gateway that loses its subscription for a moment misses those
 events' figures; the jobs themselves are unaffected.
 """
@@ -107,24 +111,39 @@ class GatewayMetrics:
         self.events_seen = Counter(
             "toolq_gateway_events_observed", "Job events the gateway's subscriber read", registry=r
         )
+        self.refused_any = Counter(
+            "toolq_jobs_refused",
+            "Submissions answered 429, by reason, all tenants together; this replica's",
+            ["reason"],
+            registry=r,
+        )
         # Per tenant (fair share and budgets): read from Redis at scrape time, but the 429s.
+        # Rendered for operators only (see the module's docstring).
+        self.tenant_registry = CollectorRegistry()
+        t = self.tenant_registry
         self.tenant_waiting = Gauge(
-            "toolq_tenant_jobs_waiting", "Jobs waiting for a fair turn", ["tenant", "model"], registry=r
+            "toolq_tenant_jobs_waiting", "Jobs waiting for a fair turn", ["tenant", "model"], registry=t
         )
         self.tenant_running = Gauge(
-            "toolq_tenant_jobs_running", "Jobs handed to a worker, not ended or paused", ["tenant"], registry=r
+            "toolq_tenant_jobs_running", "Jobs handed to a worker, not ended or paused", ["tenant"], registry=t
         )
         self.tenant_started = Gauge(
             "toolq_tenant_jobs_started",
             "Jobs handed to a worker so far (a counter kept in Redis)",
             ["tenant"],
-            registry=r,
+            registry=t,
         )
         self.tenant_tokens = Gauge(
             "toolq_tenant_tokens",
             "Prompt + completion tokens of ended jobs (a counter kept in Redis)",
             ["tenant"],
-            registry=r,
+            registry=t,
+        )
+        self.refusals = Counter(
+            "toolq_tenant_refusals",
+            "Submissions answered 429, by reason (queue_full, tokens_per_minute, tokens_per_day); this replica's",
+            ["tenant", "reason"],
+            registry=t,
         )
         # Affinity (toolq/store/affinity.py): read from Redis and the registry at scrape time.
         self.affinity = Gauge(
@@ -140,18 +159,13 @@ class GatewayMetrics:
         self.cache_bytes = Gauge(
             "toolq_worker_cache_bytes", "Saved state a worker holds per tier", ["model", "worker", "tier"], registry=r
         )
-        self.refusals = Counter(
-            "toolq_tenant_refusals",
-            "Submissions answered 429, by reason (queue_full, tokens_per_minute, tokens_per_day); this replica's",
-            ["tenant", "reason"],
-            registry=r,
-        )
         self._jobs: OrderedDict[str, _Track] = OrderedDict()
         self._models_seen: set[str] = set()
         self.known_tools: frozenset[str] = frozenset()
 
     def refused(self, tenant: str, reason: str) -> None:
         self.refusals.labels(tenant, reason).inc()
+        self.refused_any.labels(reason).inc()
 
     async def _tenant_figures(self, redis: Any, models: list[str]) -> None:
         fair = FairQueue(redis)
@@ -227,8 +241,9 @@ class GatewayMetrics:
 
     # ------------------------------------------------------------------ scrape
 
-    async def render(self, redis: Any, fleet: Fleet) -> bytes:
-        """Refresh the gauges that are read from Redis at scrape time, then render everything.
+    async def render(self, redis: Any, fleet: Fleet, tenants: bool = False) -> bytes:
+        """Refresh the gauges that are read from Redis at scrape time, then render them: the
+        fleet-wide series, and with ``tenants`` (an operator asks) the per-tenant ones too.
 
         Models seen once stay listed, so a model whose workers are gone shows 0 workers and its
         leftover queue instead of vanishing from the graphs."""
@@ -253,8 +268,10 @@ class GatewayMetrics:
             self.cache_conversations.labels(w.model, w.id).set(w.cache_conversations)
             for tier, n in w.cache_bytes.items():
                 self.cache_bytes.labels(w.model, w.id, tier).set(n)
+        if not tenants:
+            return generate_latest(self.registry)
         await self._tenant_figures(redis, sorted(self._models_seen))
-        return generate_latest(self.registry)
+        return generate_latest(self.registry) + generate_latest(self.tenant_registry)
 
 
 class EventObserver:

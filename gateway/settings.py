@@ -20,6 +20,16 @@ DEFAULT_PORT = 8000
 OPEN_TENANT = "default"  # the tenant of every caller when no keys are configured
 
 
+def _comma_list(v: Any) -> Any:
+    """A list setting from the environment: "a,b" or a JSON list."""
+    if not isinstance(v, str):
+        return v
+    text = v.strip()
+    if text.startswith("["):
+        return json.loads(text)
+    return [k.strip() for k in text.split(",") if k.strip()]
+
+
 class GatewaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
 
@@ -58,6 +68,15 @@ class GatewaySettings(BaseSettings):
     ui_secret: SecretStr | None = None
     ui_session_s: int = Field(default=8 * 3600, ge=60, le=30 * 86400)
 
+    # Wrong keys per client address (gateway/wrong_keys.py): past the limit in the window, every
+    # key from that address gets 429 until the window ends.
+    wrong_key_limit: int = Field(default=20, ge=1)
+    wrong_key_window_s: int = Field(default=300, ge=1, le=86400)
+    # Host names an open gateway answers (gateway/browser_guard.py), besides localhost, 127.0.0.1,
+    # [::1] and the bound host ("a,b" or a JSON list; "*" answers every name). With API keys the
+    # Host check applies only when this is set.
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
     # Behaviour
     keepalive_s: float = Field(default=15.0, gt=0)  # SSE comment while a job is quiet
     fleet_cache_s: float = Field(default=0.5, ge=0)  # how stale the gateway's view of the fleet may be
@@ -84,15 +103,15 @@ class GatewaySettings(BaseSettings):
             keys[key] = tenant
         return keys
 
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _parse_hosts(cls, v: Any) -> Any:
+        return _comma_list(v)
+
     @field_validator("operator_keys", mode="before")
     @classmethod
     def _parse_operator_keys(cls, v: Any) -> Any:
-        if not isinstance(v, str):
-            return v
-        text = v.strip()
-        if text.startswith("["):
-            return json.loads(text)
-        return [k.strip() for k in text.split(",") if k.strip()]
+        return _comma_list(v)
 
     @field_validator("operator_keys")
     @classmethod

@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from gateway.fleet import FleetView
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.settings import GatewaySettings
+from gateway.wrong_keys import WrongKeys
 from toolq.store.jobstore import JobStore
 from toolq.webhook_settings import WebhookSettings
 
@@ -21,6 +22,7 @@ class GatewayState:
     fleet: FleetView
     metrics: GatewayMetrics
     observer: EventObserver
+    wrong_keys: WrongKeys  # gateway/wrong_keys.py
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)  # toolq/webhook_settings.py
 
 

@@ -70,6 +70,35 @@ class Unauthorized(ToolqError):
     status, code = 401, "unauthorized"
 
 
+class Forbidden(ToolqError):
+    """A request the gateway will not serve from where it came (a foreign ``Origin``)."""
+
+    status, code = 403, "forbidden"
+
+
+class MisdirectedRequest(ToolqError):
+    """A ``Host`` the gateway does not serve (an open gateway serves only its own names)."""
+
+    status, code = 421, "misdirected_request"
+
+
+class UnsupportedMediaType(ToolqError):
+    """A POST body that is not JSON, where only JSON is taken."""
+
+    status, code = 415, "unsupported_media_type"
+
+
+class TooManyWrongKeys(ToolqError):
+    """Too many wrong keys from one client address in the window (gateway/wrong_keys.py): a 429
+    with Retry-After, whatever key comes next from there until the window ends."""
+
+    status, code = 429, "too_many_wrong_keys"
+
+    def __init__(self, message: str, *, retry_after_s: int, **kw: Any):
+        super().__init__(message, headers={"Retry-After": str(retry_after_s)}, **kw)
+        self.retry_after_s = retry_after_s
+
+
 class NotFound(ToolqError):
     status, code = 404, "not_found"
 
@@ -171,6 +200,9 @@ BY_CODE: dict[str, type[ToolqError]] = {
         LimitExceeded,
         BadRequest,
         Unauthorized,
+        Forbidden,
+        MisdirectedRequest,
+        UnsupportedMediaType,
         NotFound,
         JobNotFoundError,
         UnknownToolCall,
@@ -184,6 +216,7 @@ BY_CODE: dict[str, type[ToolqError]] = {
         BodyTooLarge,
         QueueFull,
         BudgetExhausted,
+        TooManyWrongKeys,
         Unavailable,
         NotReplicatedError,
     )
@@ -197,6 +230,9 @@ def from_response(status: int, body: Any, headers: dict[str, str] | None = None)
         return ToolqError(f"HTTP {status}: {body!r}"[:500], code="http_error")
     code, message = str(err.get("code", "http_error")), str(err.get("message", ""))
     cls = BY_CODE.get(code, ToolqError)
+    if cls is TooManyWrongKeys:
+        retry = (headers or {}).get("retry-after", "1")
+        return TooManyWrongKeys(message, retry_after_s=int(retry) if retry.isdigit() else 1, field=err.get("field"))
     if cls is QueueFull or cls is BudgetExhausted:
         retry = (headers or {}).get("retry-after", "1")
         retry_s = int(retry) if retry.isdigit() else 1

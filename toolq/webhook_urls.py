@@ -38,11 +38,14 @@ async def system_resolver(host: str, port: int) -> list[str]:
     return [str(info[4][0]).split("%", 1)[0] for info in infos]
 
 
-def why_refused(address: str) -> str | None:
-    """Why an address is not a public one (None when it is)."""
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+# IPv6 forms that carry an IPv4 address a host may route to (RFC 6052 NAT64, RFC 3056 6to4):
+# judged by the IPv4 address inside, so 64:ff9b::10.0.0.1 is as private as 10.0.0.1.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# RFC 8215's local-use NAT64 prefix: its translator is the operator's own, whatever IPv4 it carries.
+_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
+
+
+def _why_plain(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
     if ip.is_loopback:
         return "a loopback address"
     if ip.is_unspecified:
@@ -54,6 +57,39 @@ def why_refused(address: str) -> str | None:
     if not ip.is_global or ip.is_multicast:
         return "not a public unicast address"
     return None
+
+
+def _carried(ip: ipaddress.IPv6Address) -> tuple[str, ipaddress.IPv4Address] | None:
+    """The IPv4 address an IPv6 form carries, with the form's name; None for a plain IPv6 one."""
+    if ip.ipv4_mapped is not None:
+        return "an IPv4-mapped address", ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return "a 6to4 address", ip.sixtofour
+    if ip in _NAT64:
+        return "a NAT64 address", ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if int(ip) >> 32 == 0 and int(ip) > 1:  # ::a.b.c.d, but not :: and ::1
+        return "an IPv4-compatible address", ipaddress.IPv4Address(int(ip))
+    return None
+
+
+def why_refused(address: str) -> str | None:
+    """Why an address is not a public one (None when it is)."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address):
+        carried = _carried(ip)
+        if carried is not None:
+            form, v4 = carried
+            reason = _why_plain(v4)
+            if reason is not None:
+                return f"{form} carrying {v4}, {reason}"
+            if form == "an IPv4-compatible address":  # deprecated (RFC 4291 2.5.5.1): no route should use it
+                return f"{form} (deprecated) carrying {v4}"
+            return None  # judged by the public IPv4 address it carries
+        if ip in _LOCAL_NAT64:
+            return "a local-use NAT64 address (64:ff9b:1::/48, the operator's own translator)"
+        if ip.is_site_local:
+            return "a site-local address (fec0::/10, a deprecated private range)"
+    return _why_plain(ip)
 
 
 @dataclass(frozen=True)

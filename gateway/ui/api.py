@@ -47,9 +47,10 @@ Name = Annotated[str | None, Query(min_length=1, max_length=128)]
 
 
 @login_router.post("/login", response_model=Me, responses=_ERRORS)
-async def login(body: Annotated[LoginBody, Body()], request: Request, response: Response) -> Me:
+async def login(body: Annotated[LoginBody, Body()], request: Request, response: Response, state: State) -> Me:
     """Exchange an API key or an operator key for the dashboard's session cookie."""
     sessions: Sessions = request.app.state.ui_sessions
+    await state.wrong_keys.judge(request, lambda: sessions.viewer_of_key(body.key))
     viewer = sessions.sign_in(response, request, body.key)
     return Me(tenant=viewer.tenant, operator=viewer.operator, open=False)
 

@@ -9,7 +9,8 @@ key) and its expiry, signed with HMAC-SHA256 under ``ui_secret``; each request l
 up in the current keys again, so a key removed from the configuration ends its sessions at once.
 
 Scripts may skip the cookie and send the key as the API does (``Authorization: Bearer`` or
-``X-API-Key``). With no API keys configured the gateway is open (gateway/app.py warns at start),
+``X-API-Key``); a wrong key, typed or sent, counts toward the address's limit
+(gateway/wrong_keys.py). With no API keys configured the gateway is open (gateway/app.py warns at start),
 and the dashboard is too: no sign-in, every tenant's jobs.
 """
 
@@ -26,8 +27,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request, Response
 
-from gateway.auth import KeyRing, key_digest
+from gateway.auth import KeyRing, invalid_key, key_digest, presented_key
 from gateway.settings import GatewaySettings
+from gateway.state import get_state
 from toolq.errors import Unauthorized
 
 COOKIE = "toolq_ui"
@@ -107,14 +109,6 @@ class Sessions:
         )
 
 
-def _header_key(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    scheme, _, credentials = auth.partition(" ")
-    if scheme.lower() == "bearer" and credentials.strip():
-        return credentials.strip()
-    return request.headers.get("x-api-key") or None
-
-
 async def current_viewer(request: Request) -> Viewer:
     """The caller, from the session cookie or an API key header; raises Unauthorized (401)."""
     sessions: Sessions = request.app.state.ui_sessions
@@ -126,12 +120,13 @@ async def current_viewer(request: Request) -> Viewer:
         viewer = sessions.viewer_of_digest(digest) if digest else None
         if viewer is not None:
             return viewer
-    key = _header_key(request)
+    key = presented_key(request)
     if key:
-        viewer = sessions.viewer_of_key(key)
-        if viewer is not None:
-            return viewer
-        raise Unauthorized("the API key is not valid", headers={"WWW-Authenticate": "Bearer"})
+        wrong_keys = (await get_state(request)).wrong_keys
+        viewer = await wrong_keys.judge(request, lambda: sessions.viewer_of_key(key))
+        if viewer is None:
+            raise invalid_key()
+        return viewer
     raise Unauthorized("sign in at /ui/login, or send an API key", headers={"WWW-Authenticate": "Bearer"})
 
 

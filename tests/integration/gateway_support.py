@@ -25,6 +25,7 @@ from toolq.webhook_settings import WebhookSettings
 # One tool call, then an answer once the tool's result is in the prompt. The rule wants the
 # newline after the tag: the Hermes system prompt itself mentions "<tool_response></tool_response>".
 CALL_ZORBIX = '<tool_call>{"name": "calculate_zorbix", "arguments": {"zorb": 15, "bix": 7}}</tool_call>'
+TEST_HOST = "gateway"  # the host name of asgi_client's requests
 ZORBIX_RULES = [("<tool_response>\n", "The answer is 22."), ("", CALL_ZORBIX)]
 
 
@@ -101,11 +102,14 @@ def served(
 async def asgi_client(
     settings: GatewaySettings, webhooks: WebhookSettings | None = None, **headers: str
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client wired straight to the app (no socket), with the app's lifespan run."""
+    """An httpx client wired straight to the app (no socket), with the app's lifespan run. Its
+    host name is ``gateway``, which an open gateway is told to serve (gateway/browser_guard.py)."""
+    if settings.open_access and not settings.allowed_hosts:
+        settings = settings.model_copy(update={"allowed_hosts": [TEST_HOST]})
     app = create_app(settings, webhooks)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway", headers=headers) as c:
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://{TEST_HOST}", headers=headers) as c:
             c.app = app  # type: ignore[attr-defined]
             yield c
 

@@ -238,6 +238,7 @@ def test_each_budget_refuses_or_ends_the_job(redis_url):
         redis_url=redis_url,
         fleet_cache_s=0,
         api_keys={"km": "minute", "kd": "day", "kj": "perjob"},
+        operator_keys=["ops"],
         tenants=tenants,
     )
     body = req().model_dump(mode="json")
@@ -282,7 +283,8 @@ def test_each_budget_refuses_or_ends_the_job(redis_url):
                 assert (await c.get(f"/v1/jobs/{run_id}/events", headers=h)).status_code == 200
                 view = (await c.get(f"/v1/jobs/{run_id}", headers=h)).json()
                 assert view["result"]["error"]["code"] == "budget_exceeded", view
-                metrics = (await c2.get("/metrics")).text  # the 429s are each replica's own
+                # the 429s are each replica's own; per tenant for an operator (gateway/health.py)
+                metrics = (await c2.get("/metrics", headers={"X-API-Key": "ops"})).text
                 assert 'toolq_tenant_refusals_total{reason="tokens_per_minute",tenant="minute"} 2.0' in metrics
                 assert 'toolq_tenant_refusals_total{reason="tokens_per_day",tenant="day"} 2.0' in metrics
 
@@ -293,9 +295,12 @@ def test_metrics_per_tenant_show_waiting_running_started_tokens_and_429s(redis_u
     """/metrics per tenant: jobs waiting for a fair turn (per model), running, started, tokens,
     and the 429s by reason (queue_full here; the budgets' reasons in the test above)."""
     register_fake_worker(redis_url, MODEL, [])  # the gateway accepts jobs; nothing runs them yet
-    settings = GatewaySettings(redis_url=redis_url, fleet_cache_s=0, api_keys={"ka": "a", "kb": "b"}, max_queue_depth=3)
+    settings = GatewaySettings(
+        redis_url=redis_url, fleet_cache_s=0, api_keys={"ka": "a", "kb": "b"}, operator_keys=["ops"], max_queue_depth=3
+    )
     body = req().model_dump(mode="json")
     r = sync_redis.Redis.from_url(redis_url)
+    ops = {"Authorization": "Bearer ops"}  # per-tenant series are for operators (gateway/health.py)
 
     async def go() -> str:
         async with asgi_client(settings) as c:
@@ -303,7 +308,7 @@ def test_metrics_per_tenant_show_waiting_running_started_tokens_and_429s(redis_u
                 assert (await c.post("/v1/jobs", json=body, headers={"X-API-Key": key})).status_code == 202
             full = await c.post("/v1/jobs", json=body, headers={"X-API-Key": "kb"})
             assert full.status_code == 429 and full.json()["error"]["code"] == "queue_full"
-            before = (await c.get("/metrics")).text
+            before = (await c.get("/metrics", headers=ops)).text
             assert f'toolq_tenant_jobs_waiting{{model="{MODEL}",tenant="a"}} 2.0' in before
             assert f'toolq_tenant_jobs_waiting{{model="{MODEL}",tenant="b"}} 1.0' in before
             assert 'toolq_tenant_refusals_total{reason="queue_full",tenant="b"} 1.0' in before
@@ -312,7 +317,7 @@ def test_metrics_per_tenant_show_waiting_running_started_tokens_and_429s(redis_u
                 wait_until(lambda: int(r.hget(keys.TENANT_STARTED, "b") or 0) == 1, 30, "b's job to start")
                 wait_until(lambda: sum(int(v) for v in r.hvals(keys.TENANT_STARTED)) == 3, 30, "every job to start")
                 wait_until(lambda: int(r.hget(keys.usage_total("a"), "jobs") or 0) == 2, 30, "a's jobs to end")
-            return (await c.get("/metrics")).text
+            return (await c.get("/metrics", headers=ops)).text
 
     after = run(go())
     assert 'toolq_tenant_jobs_started{tenant="a"} 2.0' in after

@@ -287,8 +287,8 @@ async def test_api_keys_and_tenants(redis_url):
 def test_keys_are_held_hashed_and_map_to_tenants():
     ring = KeyRing({"s3cret-key": "acme"})
     assert "s3cret-key" not in repr(vars(ring))
-    assert ring.tenant("s3cret-key") == "acme"
-    assert KeyRing({}).tenant(None) == "default"
+    assert ring.tenant_of_key("s3cret-key") == "acme" and ring.tenant_of_key("s3cret") is None
+    assert KeyRing({}).open and not ring.open
 
 
 def test_settings_from_the_environment(monkeypatch):
@@ -397,7 +397,12 @@ async def test_malformed_requests_get_4xx_naming_the_problem(settings, redis_url
         e = err(await c.post("/v1/jobs", content=b'{"messages": [', headers={"content-type": "application/json"}))
         assert e["code"] == "invalid_json" and "not valid JSON" in e["message"]
         assert "JSON object" in err(await c.post("/v1/jobs", json=[1, 2]))["message"]
-        assert "JSON object" in err(await c.post("/v1/jobs", content=b"hello"))["message"]
+        assert (
+            "JSON object"
+            in err(await c.post("/v1/jobs", content=b"1", headers={"content-type": "application/json"}))["message"]
+        )
+        untyped = await c.post("/v1/jobs", content=b"hello")  # an open gateway takes typed JSON only
+        assert untyped.status_code == 415 and "application/json" in untyped.json()["error"]["message"]
         assert "missing" in err(await c.post("/v1/jobs"))["message"]
         e = err(await c.post("/v1/jobs", json={"messages": [{"role": "user"}]}))
         assert e["field"].startswith("messages[0]") and "needs content" in e["message"]

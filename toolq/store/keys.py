@@ -274,3 +274,9 @@ JOBS_ALL = f"{PREFIX}:index:jobs"
 def tenant_jobs(tenant: str) -> str:
     """Sorted set: a tenant's newest jobs by submit time (members whose record expired are stale)."""
     return f"{JOBS_ALL}:{tenant}"
+
+
+def wrong_keys(address: str) -> str:
+    """Counter: wrong keys presented from one client address in its current window; it expires
+    with the window (wrong_key.lua, gateway/wrong_keys.py)."""
+    return f"{PREFIX}:wrong-keys:{address}"

@@ -3,6 +3,8 @@ and the connection pinned to the address that was checked."""
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 
 from toolq.protocol import JobRequest
@@ -94,3 +96,38 @@ def test_a_bare_url_names_every_event():
         JobRequest.model_validate(
             {"messages": [{"role": "user", "content": "hi"}], "webhook": {"url": "https://e.com/", "events": ["done"]}}
         )
+
+
+@pytest.mark.parametrize(
+    ("address", "why"),
+    [
+        ("64:ff9b::a00:1", "a NAT64 address carrying 10.0.0.1, a private address"),
+        ("64:ff9b::a9fe:a9fe", "a NAT64 address carrying 169.254.169.254, a link-local"),
+        ("64:ff9b::7f00:1", "a NAT64 address carrying 127.0.0.1, a loopback"),
+        ("64:ff9b:1::808:808", "local-use NAT64"),
+        ("2002:a00:1::1", "a 6to4 address carrying 10.0.0.1, a private address"),
+        ("2002:c0a8:0101::1", "a 6to4 address carrying 192.168.1.1, a private address"),
+        ("2002:7f00:1::1", "a 6to4 address carrying 127.0.0.1, a loopback"),
+        ("::10.0.0.1", "an IPv4-compatible address carrying 10.0.0.1, a private address"),
+        ("::127.0.0.1", "an IPv4-compatible address carrying 127.0.0.1, a loopback"),
+        ("::8.8.8.8", "IPv4-compatible address \\(deprecated\\)"),
+        ("::ffff:10.0.0.1", "an IPv4-mapped address carrying 10.0.0.1, a private address"),
+        ("fec0::1", "a site-local address"),
+        ("feff:ffff::1", "a site-local address"),
+    ],
+)
+async def test_ipv6_forms_that_carry_a_private_ipv4_and_site_local_ones_are_refused(address, why):
+    assert why_refused(address) is not None
+    with pytest.raises(WebhookUrlRefused, match=why):
+        await check_url(f"http://[{address}]/hook", allow_private=False)
+    resolve = resolver_of({"rebound.example.com": [address]})
+    with pytest.raises(WebhookUrlRefused, match=f"resolves to {address}"):
+        await check_url("http://rebound.example.com/", allow_private=False, resolver=resolve)
+    allowed = await check_url(f"http://[{address}]/hook", allow_private=True)
+    assert allowed.address == str(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize("address", ["64:ff9b::808:808", "2002:808:808::1", "::ffff:8.8.8.8", "2001:4860::8888"])
+def test_ipv6_forms_that_carry_a_public_ipv4_or_none_pass(address):
+    # NAT64 and 6to4 are how an IPv6-only host reaches a public IPv4 receiver: judged by what they carry
+    assert why_refused(address) is None
