@@ -55,6 +55,11 @@ class GatewaySettings(BaseSettings):
     ui_secret: SecretStr | None = None
     ui_session_s: int = Field(default=8 * 3600, ge=60, le=30 * 86400)
 
+    # Followers of job events (toolq/store/event_hub.py, gateway/followers.py), per gateway process
+    max_followers_per_tenant: int = Field(default=100, ge=1)  # SSE streams and waits on a job's end
+    follower_queue: int = Field(default=256, ge=1)  # events a follower may lag before it re-reads the stream
+    follower_reads: int = Field(default=4, ge=1)  # stream reads at once (each borrows a pooled connection)
+
     # Behaviour
     keepalive_s: float = Field(default=15.0, gt=0)  # SSE comment while a job is quiet
     fleet_cache_s: float = Field(default=0.5, ge=0)  # how stale the gateway's view of the fleet may be

@@ -8,8 +8,10 @@ from typing import Annotated, cast
 from fastapi import Depends, Request
 
 from gateway.fleet import FleetView
+from gateway.followers import Seats
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.settings import GatewaySettings
+from toolq.store.event_hub import EventHub
 from toolq.store.jobstore import JobStore
 from toolq.webhook_settings import WebhookSettings
 
@@ -21,6 +23,8 @@ class GatewayState:
     fleet: FleetView
     metrics: GatewayMetrics
     observer: EventObserver
+    hub: EventHub  # every follower's events (toolq/store/event_hub.py)
+    seats: Seats  # followers per tenant (gateway/followers.py)
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)  # toolq/webhook_settings.py
 
 
