@@ -105,6 +105,17 @@ async def test_a_follower_the_log_was_trimmed_past_is_told_which_events(hub):
     _exact(await asyncio.wait_for(follower, 5), 7, 24)
 
 
+async def test_a_follower_the_trim_overtakes_while_it_lags_is_told_mid_stream(hub):
+    store = hub.store
+    job_id, _ = await store.submit(_request(), model="m")
+    lagging = hub.follow(job_id, idle_s=5)
+    assert (await lagging.__anext__()).seq == 1
+    await _emit(store, job_id, 30, final=False)  # seqs 2..31, past its queue of 4
+    await store.redis.xtrim(keys.log(job_id), minid="20-0", approximate=False)
+    with pytest.raises(EventsGone, match=r"events 2\.\.19 of job"):
+        await _collect(lagging)
+
+
 async def _collect(it) -> list[Event]:
     return [e async for e in it if e is not None]
 
