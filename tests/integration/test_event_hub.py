@@ -10,6 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.integration.gateway_support import private_redis
+from tests.support.redis_server import RedisServer
 from toolq.errors import EventsGone
 from toolq.protocol import Event, EventType, JobRequest, JobResult, JobStatus, Message
 from toolq.store import keys
@@ -114,6 +115,30 @@ async def test_a_follower_the_trim_overtakes_while_it_lags_is_told_mid_stream(hu
     await store.redis.xtrim(keys.log(job_id), minid="20-0", approximate=False)
     with pytest.raises(EventsGone, match=r"events 2\.\.19 of job"):
         await _collect(lagging)
+
+
+async def test_a_follower_loses_nothing_across_a_redis_restart():
+    server = RedisServer(appendfsync="always")  # its data outlives the restart
+    server.start()
+    store = JobStore.from_url(server.url + "/0")
+    h = EventHub(store, queue_size=4, page=10)
+    h.start()
+    try:
+        await asyncio.wait_for(h.connected.wait(), 5)
+        job_id, _ = await store.submit(_request(), model="m")
+        await _emit(store, job_id, 3, final=False)  # seqs 1..4
+        follower = asyncio.create_task(_collect(h.follow(job_id, idle_s=1)))
+        await _until(lambda: h.following == 1)
+        server.stop()
+        await asyncio.sleep(0.5)
+        server.start()
+        # written at once, while the hub may still be reconnecting: pub/sub may never carry them
+        await _emit(store, job_id, 5)
+        _exact(await asyncio.wait_for(follower, 30), 0, 10)
+    finally:
+        await h.stop()
+        await store.close()
+        server.remove()
 
 
 async def _collect(it) -> list[Event]:
