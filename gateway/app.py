@@ -16,6 +16,7 @@ from gateway import actions, catalog, deliveries, errors, health, jobs, threads,
 from gateway.auth import KeyRing
 from gateway.browser_guard import BrowserGuard, served_hosts
 from gateway.fleet import FleetView
+from gateway.followers import Seats
 from gateway.limits import BodySizeLimit
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.openai import conversations as openai_conversations
@@ -27,6 +28,7 @@ from gateway.state import GatewayState
 from gateway.tracing import TraceContext
 from gateway.wrong_keys import WrongKeys
 from toolq.protocol import PROTOCOL_VERSION
+from toolq.store.event_hub import EventHub
 from toolq.store.fleet import Fleet
 from toolq.store.jobstore import JobNotFound, JobStore, connect
 from toolq.tracing import on as tracing_on
@@ -76,6 +78,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
                 return None
 
         observer = EventObserver(store.redis, metrics, model_of)
+        hub = EventHub(store, queue_size=settings.follower_queue, reads=settings.follower_reads)
         app.state.toolq = GatewayState(
             settings=settings,
             store=store,
@@ -83,13 +86,17 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
             metrics=metrics,
             observer=observer,
             wrong_keys=WrongKeys(store.redis, settings.wrong_key_limit, settings.wrong_key_window_s),
+            hub=hub,
+            seats=Seats(settings.max_followers_per_tenant, settings.retry_after_s),
             webhooks=webhooks or WebhookSettings(),
         )
         observer.start()
+        hub.start()
         try:
             # Start serving once subscribed, so the events of the first jobs are counted too; a
             # Redis that is down at startup must not keep the gateway from starting, though.
             await asyncio.wait_for(observer.subscribed.wait(), 2.0)
+            await asyncio.wait_for(hub.connected.wait(), 2.0)
             # Learn the served tool names now: metrics label only those (see GatewayMetrics).
             await asyncio.wait_for(app.state.toolq.fleet.get(), 2.0)
         except (asyncio.TimeoutError, RedisError, OSError):
@@ -97,6 +104,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
         try:
             yield
         finally:
+            await hub.stop()
             await observer.stop()
             await store.close()
 

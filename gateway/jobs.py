@@ -76,6 +76,9 @@ async def get_job(job_id: JobId, tenant: Tenant, state: State) -> JobView:
         200: {"content": {"text/event-stream": {}}, "description": "the job's events as Server-Sent Events"},
         204: {"description": "the job ended and no event follows the given seq"},
         400: {"model": ErrorBody},
+        410: {"model": ErrorBody, "description": "the events after the given seq were trimmed from the job's log"},
+        416: {"model": ErrorBody, "description": "the given seq is past the job's last event"},
+        429: {"model": ErrorBody, "description": "the tenant follows as many event streams here as its cap allows"},
         **_ERRORS,
     },
 )
@@ -90,7 +93,7 @@ async def job_events(
     until the terminal event. ``id`` is the event's seq; comments keep an idle connection alive."""
     start = start_seq(after, last_event_id)
     rec = await owned(state, job_id, tenant)
-    return events_after(rec, state.store, start, state.settings.keepalive_s)
+    return await events_after(state, rec, start)
 
 
 @router.post("/{job_id}/cancel", response_model=CancelView, responses=_ERRORS)

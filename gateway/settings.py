@@ -76,6 +76,10 @@ class GatewaySettings(BaseSettings):
     # [::1] and the bound host ("a,b" or a JSON list; "*" answers every name). With API keys the
     # Host check applies only when this is set.
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Followers of job events (toolq/store/event_hub.py, gateway/followers.py), per gateway process
+    max_followers_per_tenant: int = Field(default=100, ge=1)  # SSE streams and waits on a job's end
+    follower_queue: int = Field(default=256, ge=1)  # events a follower may lag before it re-reads the stream
+    follower_reads: int = Field(default=4, ge=1)  # stream reads at once (each borrows a pooled connection)
 
     # Behaviour
     keepalive_s: float = Field(default=15.0, gt=0)  # SSE comment while a job is quiet

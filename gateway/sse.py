@@ -1,14 +1,15 @@
 """Server-Sent Events for a job: replay, follow live, keep-alive, close after the terminal event.
 
 Each event goes out as ``id: <seq>`` / ``event: <type>`` / ``data: <event JSON>``. Because ``id`` is the event's seq, a
-client that reconnects with ``Last-Event-ID`` resumes right after the last event it got; JobStore.follow reads the
-stream from that seq, so nothing is lost or repeated.
+client that reconnects with ``Last-Event-ID`` resumes right after the last event it got; the gateway's EventHub
+(toolq/store/event_hub.py) reads the stream from that seq and then hands over the live events, so nothing is lost or
+repeated, and a start point that cannot be served (past the end, or trimmed) is answered at once (events_after).
 
 sse-starlette's EventSourceResponse writes the frames, ends the body after the terminal event, and stops following as
-soon as the client disconnects: its disconnect listener cancels the follow, which would otherwise sit blocked in XREAD
-for nobody until the next keep-alive. On server shutdown it ends every stream, and clients resume on the next gateway.
-Its ping task is off: JobStore.follow wakes anyway after ``keepalive_s`` without an event, so the keep-alive comment
-goes out only while a job is quiet, and a connection costs no extra task for it.
+soon as the client disconnects: its disconnect listener cancels the follow, which gives back its seat and, for the
+job's last follower here, its channel on the hub. On server shutdown it ends every stream, and clients resume on the
+next gateway. Its ping task is off: the hub's follow wakes anyway after ``keepalive_s`` without an event, so the
+keep-alive comment goes out only while a job is quiet, and a connection costs no extra task for it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import Response
 
-from toolq.errors import BadRequest
-from toolq.store.jobstore import JobNotFound, JobStore
+from gateway.state import GatewayState
+from toolq.errors import BadRequest, EventsGone, EventsPastEnd
+from toolq.store.event_hub import EventHub
+from toolq.store.jobstore import JobNotFound
 from toolq.store.records import JobRecord
 
 log = structlog.get_logger("toolq.gateway")
@@ -43,11 +46,11 @@ def start_seq(after: int | None, last_event_id: str | None) -> int:
     return after or 0
 
 
-async def job_messages(store: JobStore, job_id: str, after: int, keepalive_s: float) -> AsyncIterator[ServerSentEvent]:
+async def job_messages(hub: EventHub, job_id: str, after: int, keepalive_s: float) -> AsyncIterator[ServerSentEvent]:
     """Each event after ``after`` as a message, a keep-alive comment on idle ticks; ends after the terminal event."""
     retry: int | None = RETRY_MS  # rides on the first message: one socket write less
     try:
-        async for event in store.follow(job_id, after, idle_s=keepalive_s, ticks=True):
+        async for event in hub.follow(job_id, after, idle_s=keepalive_s, ticks=True):
             if event is None:
                 yield ServerSentEvent(comment=KEEPALIVE, retry=retry, sep=SEP)
             else:
@@ -57,22 +60,47 @@ async def job_messages(store: JobStore, job_id: str, after: int, keepalive_s: fl
             retry = None
     except JobNotFound:
         return  # expired while followed: nothing more will come
+    except EventsGone as e:
+        # The log was trimmed past this stream while it lagged: say so and end; the reconnect with
+        # Last-Event-ID is answered 410 at once, naming the range (events_after).
+        yield ServerSentEvent(comment=e.message, sep=SEP)
     except RedisError as e:
         # End the stream; the client reconnects with Last-Event-ID and loses nothing.
         log.warning("event stream interrupted", job_id=job_id, error=str(e))
 
 
-def events_after(rec: JobRecord, store: JobStore, after: int, keepalive_s: float) -> Response:
-    """The job's events after ``after``: 204 when it ended and everything, its terminal event
-    included, was delivered (nothing will ever follow; 204 is what tells an EventSource to stop
-    reconnecting, and JobStore.follow would wait forever), else the live stream."""
-    if rec.terminal and after >= rec.seq:
+async def events_after(state: GatewayState, rec: JobRecord, after: int) -> Response:
+    """The job's events after ``after``, or an answer at once when none can be streamed:
+
+    - 204 when it ended and everything, its terminal event included, was delivered (nothing will
+      ever follow; 204 is what tells an EventSource to stop reconnecting);
+    - 416 ``events_past_end`` when ``after`` is past the job's last event: no event carried that
+      seq, and following from there would silently skip the events, the terminal one included,
+      up to it;
+    - 410 ``events_gone`` when the job's log no longer holds the events right after ``after`` (its
+      stream is capped: ``JobStore.stream_maxlen``);
+    - 429 ``too_many_followers`` past the tenant's cap of followers on this gateway;
+    - else the live stream."""
+    if after > rec.seq:
+        raise EventsPastEnd(
+            f"start point {after} (Last-Event-ID or after) is past the last event of job {rec.job_id!r}, "
+            f"seq {rec.seq}; follow from after={rec.seq} or less",
+            field="Last-Event-ID",
+        )
+    if rec.terminal and after == rec.seq:
         return Response(status_code=204)
-    return event_stream(store, rec.job_id, after, keepalive_s)
+    first = await state.hub.first_seq(rec.job_id)
+    if first is None or first > after + 1:
+        held = "none of them" if first is None else f"seq {first} on"
+        raise EventsGone(
+            f"events {after + 1}..{(first or rec.seq + 1) - 1} of job {rec.job_id!r} were trimmed from its log "
+            f"(it holds {held}); the job's record (GET /v1/jobs/{rec.job_id}) still has its result",
+            field="Last-Event-ID",
+        )
+    seat = state.seats.take(rec.tenant)
+    return event_stream(seat.hold(job_messages(state.hub, rec.job_id, after, state.settings.keepalive_s)))
 
 
-def event_stream(store: JobStore, job_id: str, after: int, keepalive_s: float) -> EventSourceResponse:
-    """The job's events after ``after`` as a text/event-stream response."""
-    return EventSourceResponse(
-        job_messages(store, job_id, after, keepalive_s), ping=0, sep=SEP, headers={"Cache-Control": "no-cache"}
-    )
+def event_stream(messages: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
+    """Messages as a text/event-stream response."""
+    return EventSourceResponse(messages, ping=0, sep=SEP, headers={"Cache-Control": "no-cache"})

@@ -8,9 +8,11 @@ from typing import Annotated, cast
 from fastapi import Depends, Request
 
 from gateway.fleet import FleetView
+from gateway.followers import Seats
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.settings import GatewaySettings
 from gateway.wrong_keys import WrongKeys
+from toolq.store.event_hub import EventHub
 from toolq.store.jobstore import JobStore
 from toolq.webhook_settings import WebhookSettings
 
@@ -23,6 +25,8 @@ class GatewayState:
     metrics: GatewayMetrics
     observer: EventObserver
     wrong_keys: WrongKeys  # gateway/wrong_keys.py
+    hub: EventHub  # every follower's events (toolq/store/event_hub.py)
+    seats: Seats  # followers per tenant (gateway/followers.py)
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)  # toolq/webhook_settings.py
 
 

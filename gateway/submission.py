@@ -142,7 +142,7 @@ async def terminal_event(state: GatewayState, job_id: str, request: Request) -> 
     cancelled."""
 
     async def last() -> Event | None:
-        async for ev in state.store.follow(job_id, idle_s=state.settings.keepalive_s):
+        async for ev in state.hub.follow(job_id, idle_s=state.settings.keepalive_s):
             if ev is not None and ev.terminal:
                 return ev
         return None

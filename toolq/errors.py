@@ -146,6 +146,20 @@ class RunActive(Conflict):
     code = "run_active"
 
 
+class EventsGone(ToolqError):
+    """The events a follower asked for were trimmed from the job's log (its stream keeps about
+    the last ``JobStore.stream_maxlen`` events): they can never be sent. The message names the missing range."""
+
+    status, code = 410, "events_gone"
+
+
+class EventsPastEnd(ToolqError):
+    """A start point (``Last-Event-ID`` or ``after``) past the job's last event: no event the job has
+    written could have carried it, and following from there would skip what comes next."""
+
+    status, code = 416, "events_past_end"
+
+
 class BodyTooLarge(ToolqError):
     status, code = 413, "body_too_large"
 
@@ -167,6 +181,12 @@ class BudgetExhausted(QueueFull):
         kw.pop("field", None)
         super().__init__(message, retry_after_s=retry_after_s, field=budget, **kw)
         self.budget = budget  # tokens_per_minute | tokens_per_day: the error's field
+
+
+class TooManyFollowers(QueueFull):
+    """A tenant already follows as many job event streams on this gateway as its cap allows."""
+
+    code = "too_many_followers"
 
 
 class Unavailable(ToolqError):
@@ -213,10 +233,13 @@ BY_CODE: dict[str, type[ToolqError]] = {
         JobAlreadyEnded,
         ThreadNotFoundError,
         RunActive,
+        EventsGone,
+        EventsPastEnd,
         BodyTooLarge,
         QueueFull,
         BudgetExhausted,
         TooManyWrongKeys,
+        TooManyFollowers,
         Unavailable,
         NotReplicatedError,
     )
@@ -233,11 +256,13 @@ def from_response(status: int, body: Any, headers: dict[str, str] | None = None)
     if cls is TooManyWrongKeys:
         retry = (headers or {}).get("retry-after", "1")
         return TooManyWrongKeys(message, retry_after_s=int(retry) if retry.isdigit() else 1, field=err.get("field"))
-    if cls is QueueFull or cls is BudgetExhausted:
+    if cls is QueueFull or cls is BudgetExhausted or cls is TooManyFollowers:
         retry = (headers or {}).get("retry-after", "1")
         retry_s = int(retry) if retry.isdigit() else 1
         if cls is BudgetExhausted:
             return BudgetExhausted(message, budget=str(err.get("field") or ""), retry_after_s=retry_s)
+        if cls is TooManyFollowers:
+            return TooManyFollowers(message, retry_after_s=retry_s, field=err.get("field"))
         return QueueFull(message, retry_after_s=retry_s, field=err.get("field"))
     exc = cls(message, field=err.get("field"), code=code)
     exc.status = status

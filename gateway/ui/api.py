@@ -213,7 +213,7 @@ async def job_events(
     browser's EventSource (which sends the session cookie but cannot send an API key)."""
     start = start_seq(after, last_event_id)
     rec = await visible_job(state, viewer, job_id)
-    return events_after(rec, state.store, start, state.settings.keepalive_s)
+    return await events_after(state, rec, start)
 
 
 @router.post("/jobs/{job_id}/cancel", response_model=CancelView, responses=_ERRORS)

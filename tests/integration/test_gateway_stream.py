@@ -211,14 +211,17 @@ async def test_cli_exit_code_of_a_cancelled_job(gateway):
     assert done.returncode == 2 and "cancelled" in done.stdout
 
 
-async def test_a_client_that_leaves_frees_its_redis_connection_at_once(redis_url):
-    # keep-alives far apart: without the disconnect watch, the XREAD would block until the next one
+async def test_a_client_that_leaves_gives_back_its_follower_at_once(redis_url):
+    # keep-alives far apart: without the disconnect watch, the follower would stay until the next one
     g = LiveGateway(GatewaySettings(redis_url=redis_url, fleet_cache_s=0, keepalive_s=30)).start()
     fake = register_fake_worker(redis_url, "idle", ["say"])  # its jobs stay queued: the stream stays quiet
     r = redis.Redis.from_url(redis_url)
+    state = g.server.config.app.state.toolq
 
-    def blocked() -> int:  # connections waiting in XREAD (the workers block in BLPOP: not these)
-        return sum("b" in c["flags"] and c["cmd"] == "xread" for c in r.client_list())
+    def followers(job_id: str) -> tuple[int, int, int]:
+        # (the hub's followers, the tenant's seats, subscribers of the job's channel)
+        subscribed = r.pubsub_numsub(keys.events_channel(job_id))[0][1]
+        return state.hub.following, state.seats.taken["default"], subscribed
 
     try:
         async with httpx.AsyncClient(base_url=g.url, timeout=10) as http:
@@ -232,10 +235,10 @@ async def test_a_client_that_leaves_frees_its_redis_connection_at_once(redis_url
                         pass
 
             task = asyncio.create_task(follow())
-            await wait_for(lambda: blocked() == 1, timeout=5)
+            await wait_for(lambda: followers(job_id) == (1, 1, 1), timeout=5)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            await wait_for(lambda: blocked() == 0, timeout=1)
+            await wait_for(lambda: followers(job_id) == (0, 0, 0), timeout=1)
     finally:
         g.stop()
         r.delete(keys.worker(fake))  # the other tests of this module expect one model

@@ -9,6 +9,9 @@ PREFIX = "toolq"
 
 # Pub/sub: every event of every job, and every event of one job.
 EVENTS_ALL = f"{PREFIX}:events"
+# Nobody publishes here: it keeps the event hub's pub/sub connection subscribed while it follows no
+# job, so redis-py never reads a health-check reply beside the hub's reader (toolq/store/event_hub.py).
+HUB_IDLE = f"{PREFIX}:hub"
 
 
 def events_channel(job_id: str) -> str:

@@ -21,6 +21,7 @@ from gateway.openai.shared import CLIENT_CLOSED, JOB_HEADER, error_responses, ss
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
+from toolq.errors import EventsGone
 from toolq.payloads import FinalData, payload
 from toolq.protocol import EventType, JobRequest
 from toolq.store.jobstore import JobNotFound
@@ -47,16 +48,25 @@ async def create_chat_completion(
     served tools in the worker's loop. A caller that disconnects cancels the job."""
     job = to_job(body)
     await check_model(state, body.model)
-    job_id, model = await submit(state, job, tenant)
+    seat = state.seats.take(tenant)  # before submitting: a 429 for the follower leaves no job behind
+    try:
+        job_id, model = await submit(state, job, tenant)
+    except BaseException:
+        seat.release()
+        raise
     created = int(time.time())
     headers = {JOB_HEADER: job_id}
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         writer = ChunkWriter(job_id, model, created, include_usage=include_usage)
         return EventSourceResponse(
-            _chunks(state, job_id, job, writer), ping=0, sep=SEP, headers={"Cache-Control": "no-cache", **headers}
+            seat.hold(_chunks(state, job_id, job, writer)),
+            ping=0,
+            sep=SEP,
+            headers={"Cache-Control": "no-cache", **headers},
         )
-    event = await terminal_event(state, job_id, request)
+    with seat:
+        event = await terminal_event(state, job_id, request)
     if event is None:
         return Response(status_code=CLIENT_CLOSED)
     if event.type != EventType.final:
@@ -71,7 +81,7 @@ async def _chunks(
     done = False
     try:
         yield ServerSentEvent(sse_json(stream.start()), sep=SEP)
-        async for event in state.store.follow(job_id, idle_s=state.settings.keepalive_s, ticks=True):
+        async for event in state.hub.follow(job_id, idle_s=state.settings.keepalive_s, ticks=True):
             if event is None:
                 yield ServerSentEvent(comment=KEEPALIVE, sep=SEP)
                 continue
@@ -90,7 +100,7 @@ async def _chunks(
                 return
             for chunk in stream.on_event(event):
                 yield ServerSentEvent(sse_json(chunk), sep=SEP)
-    except (JobNotFound, RedisError) as e:
+    except (JobNotFound, EventsGone, RedisError) as e:
         done = True  # nothing to cancel (expired) or no way to now; tell the caller and end
         err = errors.OpenAIError(503, f"the job's events could not be read: {type(e).__name__}", code="unavailable")
         yield ServerSentEvent(sse_json(errors.body(503, err.message, param=None, code=err.code)), sep=SEP)

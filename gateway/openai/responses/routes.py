@@ -28,6 +28,7 @@ from gateway.openai.shared import CLIENT_CLOSED, JOB_HEADER, error_responses, ss
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
+from toolq.errors import EventsGone
 from toolq.protocol import JobRequest, Message
 from toolq.store import keys
 from toolq.store.jobstore import JobNotFound
@@ -71,26 +72,36 @@ async def create_response(body: ResponsesRequest, request: Request, tenant: Tena
     earlier = await _transcript(state, tenant, body.previous_response_id) if body.previous_response_id else []
     job = to_job(body, earlier)
     await check_model(state, body.model)
-    if body.conversation is not None:
-        instructions = 1 if body.instructions else 0
-        job_id, model = await run_in_conversation(state, tenant, body.conversation, job, instructions=instructions)
-    else:
-        job_id, model = await submit(state, job, tenant)
-    stored = StoredResponse(
-        id=new_response_id(),
-        job_id=job_id,
-        model=model,
-        created_at=int(time.time()),
-        request=body.model_dump(mode="json", exclude={"input", "toolq"}, exclude_none=True, by_alias=True),
-        instructions=1 if body.instructions else 0,
-    )
-    await save(state.store.redis, tenant, stored, state.store.event_ttl_s)
+    # a follower's seat before submitting: a 429 for it leaves no job behind
+    seat = state.seats.take(tenant) if body.stream or not body.background else None
+    try:
+        if body.conversation is not None:
+            instructions = 1 if body.instructions else 0
+            job_id, model = await run_in_conversation(state, tenant, body.conversation, job, instructions=instructions)
+        else:
+            job_id, model = await submit(state, job, tenant)
+        stored = StoredResponse(
+            id=new_response_id(),
+            job_id=job_id,
+            model=model,
+            created_at=int(time.time()),
+            request=body.model_dump(mode="json", exclude={"input", "toolq"}, exclude_none=True, by_alias=True),
+            instructions=1 if body.instructions else 0,
+        )
+        await save(state.store.redis, tenant, stored, state.store.event_ttl_s)
+    except BaseException:
+        if seat is not None:
+            seat.release()
+        raise
     headers = {JOB_HEADER: job_id}
+    if seat is None:  # background, not streamed: answered at once
+        return JSONResponse(from_job(stored, await _record(state, stored)), headers=headers)
     if body.stream:
-        events = _events(state, stored, job, after=-1, cancel_on_leave=not body.background)
+        events = seat.hold(_events(state, stored, job, after=-1, cancel_on_leave=not body.background))
         return EventSourceResponse(events, ping=0, sep=SEP, headers={"Cache-Control": "no-cache", **headers})
-    if not body.background and await terminal_event(state, job_id, request) is None:
-        return Response(status_code=CLIENT_CLOSED)
+    with seat:
+        if await terminal_event(state, job_id, request) is None:
+            return Response(status_code=CLIENT_CLOSED)
     return JSONResponse(from_job(stored, await _record(state, stored)), headers=headers)
 
 
@@ -109,7 +120,10 @@ async def get_response(
     if not stream:
         return JSONResponse(from_job(stored, rec))
     job = rec.request
-    events = _events(state, stored, job, after=-1 if starting_after is None else starting_after, cancel_on_leave=False)
+    seat = state.seats.take(tenant)
+    events = seat.hold(
+        _events(state, stored, job, after=-1 if starting_after is None else starting_after, cancel_on_leave=False)
+    )
     return EventSourceResponse(events, ping=0, sep=SEP, headers={"Cache-Control": "no-cache"})
 
 
@@ -123,7 +137,7 @@ async def cancel_response(response_id: ResponseId, tenant: Tenant, state: State)
         await state.store.cancel(stored.job_id)
 
     async def ended() -> None:
-        async for ev in state.store.follow(stored.job_id, idle_s=1.0):
+        async for ev in state.hub.follow(stored.job_id, idle_s=1.0):
             if ev is not None and ev.terminal:
                 return
 
@@ -147,7 +161,7 @@ async def _events(
     translate = ResponseEvents(stored, job)
     done = False
     try:
-        async for event in state.store.follow(stored.job_id, idle_s=state.settings.keepalive_s, ticks=True):
+        async for event in state.hub.follow(stored.job_id, idle_s=state.settings.keepalive_s, ticks=True):
             if event is None:
                 yield ServerSentEvent(comment=KEEPALIVE, sep=SEP)
                 continue
@@ -157,7 +171,7 @@ async def _events(
             if event.terminal:
                 done = True
                 return
-    except (JobNotFound, RedisError) as e:
+    except (JobNotFound, EventsGone, RedisError) as e:
         done = True
         message = f"the response's events could not be read: {type(e).__name__}"
         yield ServerSentEvent(
