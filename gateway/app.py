@@ -28,6 +28,7 @@ from gateway.state import GatewayState
 from gateway.tracing import TraceContext
 from gateway.wrong_keys import WrongKeys
 from toolq.protocol import PROTOCOL_VERSION
+from toolq.store.admission import QueueBounds
 from toolq.store.event_hub import EventHub
 from toolq.store.fleet import Fleet
 from toolq.store.jobstore import JobNotFound, JobStore, connect
@@ -64,7 +65,11 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         warn_if_open(settings)
         store = JobStore(
-            connect(settings.redis_url), fair=settings.fair_share, affinity_wait_ms=settings.affinity_wait_ms
+            connect(settings.redis_url),
+            fair=settings.fair_share,
+            affinity_wait_ms=settings.affinity_wait_ms,
+            # every door's submissions pass these in the store's scripts (toolq/store/admission.py)
+            bounds=QueueBounds(settings.max_queue_depth, settings.tenants),
         )
         metrics = GatewayMetrics()
 

@@ -1,31 +1,16 @@
-"""Token budgets per tenant at submission: a tenant whose jobs used up its ``tokens_per_minute``
-or ``tokens_per_day`` (toolq/tenants.py) gets a 429 naming the budget, with ``Retry-After`` the
-seconds until that window ends. Usage is what the workers counted, round by round
-(toolq/store/usage.py); the jobs in flight when a budget is reached still finish."""
+"""Token budgets per tenant at submission (toolq/budgets.py decides), counted in the gateway's
+429 metric by the budget's name."""
 
 from __future__ import annotations
 
 from gateway.state import GatewayState
-from toolq.errors import BudgetExhausted
-from toolq.store.usage import DAY_MS, MINUTE_MS, read_usage
+from toolq.budgets import budget_refusal
 from toolq.tenants import policy_of
 
 
 async def check_budgets(state: GatewayState, tenant: str) -> None:
     """Raise BudgetExhausted when a window's budget is spent (counted in the 429 metric)."""
-    policy = policy_of(state.settings.tenants, tenant)
-    if policy.tokens_per_minute is None and policy.tokens_per_day is None:
-        return
-    used = await read_usage(state.store.redis, tenant)
-    for budget, limit, spent, window, what in (
-        ("tokens_per_day", policy.tokens_per_day, used.day_tokens, DAY_MS, "today (UTC)"),
-        ("tokens_per_minute", policy.tokens_per_minute, used.minute_tokens, MINUTE_MS, "this minute"),
-    ):
-        if limit is not None and spent >= limit:
-            state.metrics.refused(tenant, budget)
-            raise BudgetExhausted(
-                f"tenant {tenant!r} has used {spent} tokens {what}, its budget {budget} is {limit}; "
-                "retry after the window ends",
-                budget=budget,
-                retry_after_s=used.retry_after_s(window),
-            )
+    refused = await budget_refusal(state.store.redis, tenant, policy_of(state.settings.tenants, tenant))
+    if refused is not None:
+        state.metrics.refused(tenant, refused.budget)
+        raise refused

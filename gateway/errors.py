@@ -2,7 +2,10 @@
 
 The message names the problem and the field, so a caller can fix the request from it alone.
 Anything unexpected becomes a logged 500 with no internals in the body; Redis being unreachable is
-a 503 (retry later), never a crash.
+a 503 (retry later), never a crash, and so is Redis refusing a write because it is full
+(``maxmemory`` with ``noeviction``, the policy a queue needs: docker-compose.yml): the write was
+refused whole (a script that has not written yet is stopped at its first write), so nothing the
+gateway acknowledged is lost, and the 503 says the store is full.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import RedisError
+from redis.exceptions import OutOfMemoryError, RedisError
 from starlette.exceptions import HTTPException
 from starlette.types import Send
 
-from toolq.errors import NotReplicatedError, ToolqError
+from toolq.errors import LimitExceeded, NotReplicatedError, ToolqError
 from toolq.store.durability import NotReplicated
+from toolq.store.threads import ThreadLimitReached
 
 log = structlog.get_logger("toolq.gateway")
 
@@ -98,8 +102,22 @@ def install(app: FastAPI) -> None:
         log.warning("write not replicated in time", job_id=exc.job_id, acked=exc.acked, wanted=exc.wanted)
         return await _toolq(request, not_replicated(exc))
 
+    @app.exception_handler(ThreadLimitReached)
+    async def _thread_limit(request: Request, exc: ThreadLimitReached) -> JSONResponse:
+        return await _toolq(request, LimitExceeded(str(exc), field=exc.field))
+
     @app.exception_handler(RedisError)
     async def _redis(request: Request, exc: RedisError) -> JSONResponse:
+        if is_out_of_memory(exc):
+            log.warning("redis refused a write: out of memory", error=str(exc), path=request.url.path)
+            body = {
+                "error": {
+                    "code": "store_full",
+                    "message": "the job store (Redis) is full (maxmemory reached) and refused the write; "
+                    "nothing was accepted: retry later",
+                }
+            }
+            return JSONResponse(body, status_code=503, headers={"Retry-After": str(OOM_RETRY_AFTER_S)})
         log.warning("redis unavailable", error=str(exc), path=request.url.path)
         body = {"error": {"code": "unavailable", "message": "the job store (Redis) is unreachable; retry"}}
         return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
@@ -120,6 +138,15 @@ async def send_error(send: Send, exc: ToolqError, *, close: bool = False) -> Non
         headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": exc.status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
+
+
+OOM_RETRY_AFTER_S = 5  # memory frees as jobs expire and workers drain queues: not at once
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Redis refused a write for ``maxmemory``: redis-py's OutOfMemoryError, or the same ``OOM``
+    reply wrapped in a script's error (EVALSHA reports it as the script's failure)."""
+    return isinstance(exc, OutOfMemoryError) or "OOM command not allowed" in str(exc)
 
 
 def not_replicated(exc: NotReplicated) -> NotReplicatedError:

@@ -12,9 +12,10 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from toolq.settings import DEFAULT_REDIS_URL
+from toolq.settings import DEFAULT_MAX_QUEUE_DEPTH, DEFAULT_REDIS_URL
 from toolq.store import affinity
 from toolq.tenants import TenantPolicy, parse_tenants
+from toolq.thread_api import MAX_TTL_S
 
 DEFAULT_PORT = 8000
 OPEN_TENANT = "default"  # the tenant of every caller when no keys are configured
@@ -50,8 +51,15 @@ class GatewaySettings(BaseSettings):
     max_iterations_cap: int = Field(default=20, ge=1)
     timeout_cap_s: float = Field(default=3600.0, gt=0)
     action_timeout_cap_s: float = Field(default=86400.0, gt=0)  # how long a paused job may wait on its caller
-    max_queue_depth: int = Field(default=1000, ge=1)  # per model: jobs queued or running
+    # per model: jobs queued (waiting or on arq's queue); past it each tenant keeps its share, up
+    # to twice this in all (toolq/store/admission.py)
+    max_queue_depth: int = Field(default=DEFAULT_MAX_QUEUE_DEPTH, ge=1)
     retry_after_s: int = Field(default=2, ge=1)
+    # Threads (toolq/store/threads.py): the TTL of a thread created without one (refreshed by each
+    # write), live threads per tenant, messages per thread; TOOLQ_TENANTS may set the caps per tenant
+    thread_ttl_s: int = Field(default=30 * 86400, ge=60, le=MAX_TTL_S)
+    max_threads: int = Field(default=10_000, ge=1)
+    max_thread_messages: int = Field(default=2_000, ge=1)
     # Per-tenant weight, running cap and token budgets (toolq/tenants.py), JSON; "*" is the default.
     tenants: Annotated[dict[str, TenantPolicy], NoDecode] = Field(default_factory=dict)
     # Fair share between tenants (toolq/store/fair.py); off: one first-in first-out queue per model.

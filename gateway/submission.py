@@ -1,10 +1,14 @@
-"""Submitting a job, for every front door (POST /v1/jobs and the OpenAI-compatible endpoints),
-and waiting for its end while the caller is still there.
+"""Submitting a job, for every front door (POST /v1/jobs, the OpenAI-compatible endpoints, thread
+and conversation runs), and waiting for its end while the caller is still there.
 
-One path (``enqueue``): the operator's caps, the model and tools against the live workers, then
-``JobStore.submit`` with the tenant, the idempotency key and the queue limit, so every front door
-shares one queue, one fairness and one 429; and the worker the job is offered to first, the one
-holding the longest prefix of its messages (affinity, toolq/store/affinity.py).
+One door: ``admit`` runs the gateway's checks (the operator's caps, the tenant's token budgets,
+the webhook target and the tenant's default webhook, the model and tools against the live
+workers) and returns an ``Admitted`` submission, which only it makes; ``enqueue`` and the thread
+runs (gateway/threads.py, gateway/openai/conversations.py) take that. The queue bounds (depth,
+fair admission, the tenant's ``max_queued``) are not here: the store applies them in the script
+that writes the job, for every door alike (toolq/store/admission.py), and ``queue_full`` turns
+their refusal into the one 429. The job is offered first to the worker holding the longest prefix
+of its messages (affinity, toolq/store/affinity.py).
 """
 
 from __future__ import annotations
@@ -18,14 +22,38 @@ from starlette.requests import Request
 from gateway.budgets import check_budgets
 from gateway.limits import apply_caps
 from gateway.state import GatewayState
-from gateway.webhook_target import settle_webhook
 from toolq.errors import QueueFull, ToolqError
 from toolq.protocol import Event, JobRequest
 from toolq.store.affinity import preferred_worker
 from toolq.store.conversation_keys import request_keys
 from toolq.store.jobstore import NotSubmitted, QueueAtLimit
-from toolq.tenants import policy_of
+from toolq.tenants import TenantPolicy, policy_of
 from toolq.tracing import current_carrier, entry_kind, genai, span
+from toolq.webhook_target import settle_webhook
+
+
+class Admitted:
+    """A submission that passed ``admit``: the request as it will run (caps fitted, webhook
+    settled), its model, its tenant and the tenant's policy. Made only by ``admit``."""
+
+    __slots__ = ("model", "policy", "request", "tenant")
+
+    def __init__(self, token: object, request: JobRequest, model: str, tenant: str, policy: TenantPolicy):
+        if token is not _ADMIT:
+            raise TypeError("an Admitted submission is made only by gateway.submission.admit")
+        self.request, self.model, self.tenant, self.policy = request, model, tenant, policy
+
+
+_ADMIT = object()
+
+
+async def admit(state: GatewayState, request: JobRequest, tenant: str) -> Admitted:
+    """The gateway's checks, for every front door; raises the ToolqError of the first refusal."""
+    apply_caps(request, state.settings)
+    await check_budgets(state, tenant)
+    request = await settle_webhook(request, tenant, state.webhooks)
+    model = (await state.fleet.get()).resolve(request)
+    return Admitted(_ADMIT, request, model, tenant, policy_of(state.settings.tenants, tenant))
 
 
 class Submitted(NamedTuple):
@@ -59,10 +87,8 @@ async def _enqueue(state: GatewayState, request: JobRequest, tenant: str, idempo
     refusal: ToolqError | None = None
     model: str | None = None
     try:
-        apply_caps(request, state.settings)
-        await check_budgets(state, tenant)
-        request = await settle_webhook(request, tenant, state.webhooks)
-        model = (await state.fleet.get()).resolve(request)
+        admitted = await admit(state, request, tenant)
+        request, model = admitted.request, admitted.model
     except ToolqError as e:
         if idempotency_key is None:
             raise  # no earlier job to find
@@ -74,15 +100,13 @@ async def _enqueue(state: GatewayState, request: JobRequest, tenant: str, idempo
             model=model,
             tenant=tenant,
             idempotency_key=idempotency_key,
-            max_queue_depth=state.settings.max_queue_depth,
             policy=policy_of(state.settings.tenants, tenant),
             traceparent=trace.traceparent if trace else None,
             tracestate=trace.tracestate if trace else None,
             prefer=await _holder(state, request, model),
         )
     except QueueAtLimit as e:
-        state.metrics.refused(tenant, "queue_full")
-        raise queue_full(e, model, state) from None
+        raise queue_full(e, tenant, state) from None
     except NotSubmitted:
         assert refusal is not None
         raise refusal from None
@@ -107,12 +131,12 @@ async def submit(state: GatewayState, request: JobRequest, tenant: str) -> tuple
     return job_id, model
 
 
-def queue_full(e: QueueAtLimit, model: str | None, state: GatewayState) -> QueueFull:
-    """The 429 (with Retry-After) of a submit the queue's limit refused, for every front door."""
-    return QueueFull(
-        f"the queue of model {model!r} is full ({e.depth} jobs, limit {e.limit}); retry later",
-        retry_after_s=state.settings.retry_after_s,
-    )
+def queue_full(e: QueueAtLimit, tenant: str, state: GatewayState) -> QueueFull:
+    """The 429 (with Retry-After) of a submission the queue bounds refused, for every front door;
+    counted in the tenant's refusals. The message names the limit that refused it: the tenant's
+    own (``max_queued``, its share of a full queue) or the model's."""
+    state.metrics.refused(tenant, "queue_full")
+    return QueueFull(f"{e}; retry later", retry_after_s=state.settings.retry_after_s)
 
 
 _CANCELLING: set[asyncio.Task[object]] = set()  # keeps the tasks of cancel_soon alive until done

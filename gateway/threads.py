@@ -1,7 +1,8 @@
 """/v1/threads: conversations kept on the server, and runs on them (toolq/store/threads.py).
 
 Every route is scoped to the caller's tenant: another tenant's thread is a 404, exactly like one
-that does not exist. A run goes through the same caps and fleet check as POST /v1/jobs.
+that does not exist. A run passes the same door as POST /v1/jobs (gateway/submission.py: admit,
+then the store's queue bounds, toolq/store/admission.py).
 """
 
 from __future__ import annotations
@@ -11,15 +12,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Path, Query
 
 from gateway.auth import Tenant
-from gateway.budgets import check_budgets
-from gateway.limits import apply_caps
 from gateway.state import GatewayState, State
+from gateway.submission import admit, queue_full
 from toolq.api import ErrorBody
 from toolq.errors import RunActive, ThreadNotFoundError
 from toolq.protocol import JobStatus
 from toolq.store import keys
-from toolq.store.threads import RunRejected, ThreadInfo, ThreadNotFound, ThreadStore
-from toolq.tenants import policy_of
+from toolq.store.admission import QueueAtLimit
+from toolq.store.threads import RunRejected, ThreadInfo, ThreadLimits, ThreadNotFound, ThreadStore
 from toolq.thread_api import (
     MAX_PAGE,
     MessagePage,
@@ -47,7 +47,8 @@ def threads_of(state: GatewayState) -> ThreadStore:
     """The gateway's one ThreadStore, over its JobStore (made on first use)."""
     found = getattr(state, "_threads", None)
     if found is None:
-        found = ThreadStore(state.store)
+        s = state.settings
+        found = ThreadStore(state.store, limits=ThreadLimits(s.thread_ttl_s, s.max_threads, s.max_thread_messages))
         state._threads = found  # type: ignore[attr-defined]
     return found
 
@@ -174,10 +175,8 @@ async def create_run(
 ) -> RunAccepted:
     """Run the thread with new input (``messages``). A run already active on the thread is dealt
     with by ``multitask_strategy``; follow the run at /v1/jobs/{job_id}/events."""
-    job = body.job()
-    apply_caps(job, state.settings)
-    await check_budgets(state, tenant)
-    model = (await state.fleet.get()).resolve(job)
+    admitted = await admit(state, body.job(), tenant)
+    model = admitted.model
     # traced as a submit is (gateway/submission.py): the run's spans continue this one
     attributes = {genai.TENANT: tenant, genai.REQUEST_MODEL: model, "toolq.thread_id": thread_id}
     with span("submit", kind=entry_kind(), attributes=attributes) as s:
@@ -186,11 +185,11 @@ async def create_run(
             placed = await threads_of(state).run(
                 tenant,
                 thread_id,
-                job,
+                admitted.request,
                 model=model,
                 strategy=body.multitask_strategy,
                 keep_partial=body.partial_history,
-                policy=policy_of(state.settings.tenants, tenant),
+                policy=admitted.policy,
                 traceparent=trace.traceparent if trace else None,
                 tracestate=trace.tracestate if trace else None,
             )
@@ -198,6 +197,8 @@ async def create_run(
             raise not_found(thread_id) from None
         except RunRejected as e:
             raise RunActive(str(e), field="multitask_strategy") from None
+        except QueueAtLimit as e:
+            raise queue_full(e, tenant, state) from None
         if s.is_recording():
             s.set_attribute(genai.JOB_ID, placed.job_id)
     return RunAccepted(

@@ -8,8 +8,12 @@ container healthcheck read it through ``RedisSettings`` without importing either
 
 from __future__ import annotations
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from toolq.tenants import TenantPolicy, parse_tenants
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -24,3 +28,22 @@ class RedisSettings(BaseSettings):
     redis_wait_timeout_ms: int = Field(default=1000, ge=1, le=60_000)
     # a worker about to run tools keeps confirming its announcement this long before it gives up
     redis_wait_hold_s: float = Field(default=15.0, gt=0)
+
+
+DEFAULT_MAX_QUEUE_DEPTH = 1000  # per model: the gateway's TOOLQ_MAX_QUEUE_DEPTH too
+
+
+class AdmissionSettings(BaseSettings):
+    """The queue bounds the SDK's Redis mode applies to its submissions, read from the same
+    variables as the gateway's (``TOOLQ_MAX_QUEUE_DEPTH``, ``TOOLQ_TENANTS``), so a job submitted
+    straight into Redis is admitted as one through a gateway (toolq/store/admission.py)."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
+
+    max_queue_depth: int = Field(default=DEFAULT_MAX_QUEUE_DEPTH, ge=1)
+    tenants: Annotated[dict[str, TenantPolicy], NoDecode] = Field(default_factory=dict)
+
+    @field_validator("tenants", mode="before")
+    @classmethod
+    def _parse_tenants(cls, v: Any) -> Any:
+        return parse_tenants(v)

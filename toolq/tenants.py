@@ -3,11 +3,12 @@
 ``TOOLQ_TENANTS`` (read by the gateway's and the worker's settings) is a JSON object from tenant
 to policy; the tenant ``"*"`` is the default for every tenant not named, e.g.::
 
-    {"*": {"weight": 1}, "acme": {"weight": 3, "max_running": 8, "tokens_per_minute": 200000,
+    {"*": {"weight": 1}, "acme": {"weight": 3, "max_running": 8, "max_queued": 200, "tokens_per_minute": 200000,
      "tokens_per_day": 20000000, "job_tokens": 50000}}
 
 Where each part is enforced: the weight and the running cap by the fair choice of the next job
-(toolq/store/lua/dispatch.lua, fed by each submit); the per-minute and per-day budgets at
+(toolq/store/lua/dispatch.lua, fed by each submit); the queued cap by every submission's
+admission (toolq/store/admission.py); the per-minute and per-day budgets at
 submission (a 429 naming the budget); the per-job cap by the worker, between rounds (the job ends
 with ``error`` / ``budget_exceeded``).
 """
@@ -27,6 +28,12 @@ class TenantPolicy(BaseModel):
 
     weight: float = Field(default=1.0, gt=0, le=1000)  # share of starts under saturation
     max_running: int | None = Field(default=None, ge=1)  # most jobs running at once, all models
+    # most jobs queued (waiting, thread runs included) per model; none: its fair share of a full
+    # queue only (toolq/store/admission.py)
+    max_queued: int | None = Field(default=None, ge=1)
+    # threads kept (toolq/store/threads.py); none: the gateway's TOOLQ_MAX_THREADS / TOOLQ_MAX_THREAD_MESSAGES
+    max_threads: int | None = Field(default=None, ge=1)
+    max_thread_messages: int | None = Field(default=None, ge=1)
     tokens_per_minute: int | None = Field(default=None, ge=1)  # prompt + completion, per clock minute
     tokens_per_day: int | None = Field(default=None, ge=1)  # per UTC day
     job_tokens: int | None = Field(default=None, ge=1)  # one job, all its rounds

@@ -18,16 +18,15 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gateway.auth import Tenant
-from gateway.budgets import check_budgets
-from gateway.limits import apply_caps
 from gateway.openai.errors import OpenAIError
 from gateway.openai.responses.request import ConversationRef, input_messages
 from gateway.state import GatewayState, State
+from gateway.submission import admit, queue_full
 from gateway.threads import threads_of
 from toolq.errors import InvalidRequest
 from toolq.protocol import JobRequest, Message
+from toolq.store.admission import QueueAtLimit
 from toolq.store.threads import RunRejected, ThreadInfo, ThreadNotFound
-from toolq.tenants import policy_of
 from toolq.thread_api import MAX_PAGE, check_metadata, page
 
 router = APIRouter(prefix="/v1/conversations", tags=["openai"])
@@ -246,21 +245,16 @@ async def run_in_conversation(
     cid = conversation_id(ref)
     if len(job.messages) <= instructions:
         raise OpenAIError(400, "input: a response on a conversation needs at least one input item", param="input")
-    apply_caps(job, state.settings)
-    await check_budgets(state, tenant)
-    model = (await state.fleet.get()).resolve(job)
+    admitted = await admit(state, job, tenant)
+    model = admitted.model
     try:
         placed = await threads_of(state).run(
-            tenant,
-            cid,
-            job,
-            model=model,
-            strategy="enqueue",
-            lead=instructions,
-            policy=policy_of(state.settings.tenants, tenant),
+            tenant, cid, admitted.request, model=model, strategy="enqueue", lead=instructions, policy=admitted.policy
         )
     except ThreadNotFound:
         raise OpenAIError(404, f"Conversation with id {cid!r} not found.", param="conversation") from None
     except RunRejected as e:  # not with "enqueue"; kept so every outcome of run() has its answer
         raise OpenAIError(409, str(e), param="conversation") from None
+    except QueueAtLimit as e:
+        raise queue_full(e, tenant, state) from None
     return placed.job_id, model

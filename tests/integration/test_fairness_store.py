@@ -11,6 +11,7 @@ import pytest
 
 from toolq.protocol import EventType, JobRequest, JobResult, JobStatus, Message, Usage
 from toolq.store import keys
+from toolq.store.admission import QueueBounds, TenantQueueAtLimit
 from toolq.store.fair import FairQueue
 from toolq.store.jobstore import JobEnded, JobStore, QueueAtLimit
 from toolq.store.threads import ThreadStore
@@ -135,14 +136,53 @@ async def test_a_cancelled_waiting_job_never_starts(store):
 
 
 async def test_the_queue_depth_limit_counts_waiting_jobs(store):
+    """A full queue refuses the tenant that filled it (its share), not the others."""
     for _ in range(3):
         await store.submit(req(), model=MODEL, tenant="a", max_queue_depth=3)
-    with pytest.raises(QueueAtLimit) as e:
+    with pytest.raises(TenantQueueAtLimit) as e:
+        await store.submit(req(), model=MODEL, tenant="a", max_queue_depth=3)
+    assert (e.value.tenant, e.value.depth, e.value.limit) == ("a", 3, 3)
+    await store.submit(req(), model=MODEL, tenant="b", max_queue_depth=3)  # b's share of 3 over 2 is 1
+    with pytest.raises(TenantQueueAtLimit) as e:
         await store.submit(req(), model=MODEL, tenant="b", max_queue_depth=3)
-    assert e.value.depth == 3
-    await FairQueue(store.redis).dispatch(MODEL, 1)  # on arq's queue now: still counted
-    with pytest.raises(QueueAtLimit):
+    assert (e.value.tenant, e.value.depth, e.value.limit) == ("b", 1, 1)
+    await FairQueue(store.redis).dispatch(MODEL, 1)  # on arq's queue now: still counted in the depth
+    with pytest.raises(TenantQueueAtLimit):
         await store.submit(req(), model=MODEL, tenant="b", max_queue_depth=3)
+
+
+async def test_the_queue_never_holds_more_than_twice_its_depth(store):
+    """Late-comers' shares take a full queue past its depth, up to twice it: the memory bound."""
+    for _ in range(4):
+        await store.submit(req(), model=MODEL, tenant="t0", max_queue_depth=4)
+    admitted = 4
+    for t in range(1, 12):
+        try:
+            await store.submit(req(), model=MODEL, tenant=f"t{t}", max_queue_depth=4)
+            admitted += 1
+        except QueueAtLimit as e:
+            assert not isinstance(e, TenantQueueAtLimit) and e.limit == 8 and "twice max_queue_depth 4" in str(e)
+            break
+    assert admitted <= 8
+
+
+async def test_a_tenants_max_queued_refuses_it_alone(redis_url):
+    bounds = QueueBounds(max_queue_depth=100, tenants={"a": TenantPolicy(max_queued=2)})
+    store = JobStore.from_url(redis_url, fair=True, bounds=bounds)
+    try:
+        for _ in range(2):
+            await store.submit(req(), model=MODEL, tenant="a")
+        with pytest.raises(TenantQueueAtLimit) as e:
+            await store.submit(req(), model=MODEL, tenant="a")
+        assert str(e.value) == (
+            f"tenant 'a' has 2 queued jobs of model '{MODEL}', its limit is 2 (max_queued in TOOLQ_TENANTS)"
+        )
+        await store.submit(req(), model=MODEL, tenant="b")
+        [first] = await FairQueue(store.redis).dispatch(MODEL, 1)  # a job that leaves the waiting set
+        assert first.tenant == "a"
+        await store.submit(req(), model=MODEL, tenant="a")  # frees a place in a's count
+    finally:
+        await store.close()
 
 
 async def test_an_idempotent_retry_gets_its_job_back_and_waits_once(store):

@@ -95,6 +95,16 @@ def test_compose_redis_keeps_an_append_only_file():
     assert redis_svc["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
 
 
+def test_compose_redis_is_bounded_and_never_evicts():
+    """A queue's Redis refuses writes when full (the gateway's 503 store_full), never evicts a job:
+    every Redis that can be the primary runs with maxmemory and noeviction (README: Sizing Redis)."""
+    services = compose()["services"]
+    for name in ("redis", "redis-replica"):
+        cmd = services[name]["command"]
+        assert cmd[cmd.index("--maxmemory-policy") + 1] == "noeviction", name
+        assert cmd[cmd.index("--maxmemory") + 1] == "${TOOLQ_REDIS_MAXMEMORY:-1gb}", name
+
+
 def test_compose_gateway_matches_the_gateway_code():
     gw = compose()["services"]["gateway"]
     args = toolq_args(gw["command"])

@@ -1,6 +1,15 @@
 """The SDK straight into Redis, for a service inside the same network: the same JobStore and fleet
-view the gateway uses (no gateway hop, no key, no caps). Store errors become the SDK's in one
-table, ``STORE_ERRORS``, as httpx maps its transport's exceptions in one place.
+view the gateway uses (no gateway hop, no key). Store errors become the SDK's in one table,
+``STORE_ERRORS``, as httpx maps its transport's exceptions in one place.
+
+A submission here passes every check that needs only Redis and the settings, read from the same
+variables as the gateway's: the queue bounds and the tenant's ``max_queued`` / ``max_running``
+(``TOOLQ_MAX_QUEUE_DEPTH``, ``TOOLQ_TENANTS``; the store applies them, toolq/store/admission.py),
+the tenant's token budgets (toolq/budgets.py) and the webhook check and default
+(``TOOLQ_WEBHOOK_*``: toolq/webhook_target.py). What it cannot check: API keys (its tenant is
+always ``DIRECT_TENANT``) and the gateway's request caps (``TOOLQ_MAX_MESSAGES``,
+``TOOLQ_MAX_TOKENS_CAP`` and the rest of gateway/limits.py), which belong to the gateway's
+settings; a service with Redis access is trusted that far.
 
 Imported only by a Client made with ``redis_url``, so the HTTP mode needs neither arq nor the store.
 """
@@ -15,12 +24,17 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from toolq import errors
 from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
+from toolq.budgets import budget_refusal
 from toolq.client.transport import Retryable, StreamEnded
 from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
+from toolq.settings import AdmissionSettings
+from toolq.store.admission import QueueBounds
 from toolq.store.durability import NotReplicated
 from toolq.store.fleet import read_fleet
 from toolq.store.jobstore import JobNotFound, JobStore, NotSubmitted, QueueAtLimit
 from toolq.tracing.carrier import caller_carrier
+from toolq.webhook_settings import WebhookSettings
+from toolq.webhook_target import settle_webhook
 
 __all__ = ["DIRECT_TENANT", "STORE_ERRORS", "RedisTransport", "store_errors"]
 
@@ -48,15 +62,26 @@ def store_errors(job_id: str = "") -> Iterator[None]:
 
 
 class RedisTransport:
-    def __init__(self, redis_url: str):
-        # a job submitted here takes the same fair turn as one through a gateway (toolq/store/fair.py)
-        self.store = JobStore.from_url(redis_url, fair=True)
+    def __init__(
+        self, redis_url: str, admission: AdmissionSettings | None = None, webhooks: WebhookSettings | None = None
+    ):
+        admission = admission or AdmissionSettings()
+        self.webhooks = webhooks or WebhookSettings()
+        # a job submitted here takes the same fair turn (toolq/store/fair.py) and passes the same
+        # queue bounds (toolq/store/admission.py) as one through a gateway
+        self.store = JobStore.from_url(
+            redis_url, fair=True, bounds=QueueBounds(admission.max_queue_depth, admission.tenants)
+        )
 
     async def aclose(self) -> None:
         await self.store.close()
 
     async def submit(self, request: JobRequest, idempotency_key: str | None) -> str:
         with store_errors():
+            refused = await budget_refusal(self.store.redis, DIRECT_TENANT, self.store.bounds.policy(DIRECT_TENANT))
+            if refused is not None:
+                raise refused
+            request = await settle_webhook(request, DIRECT_TENANT, self.webhooks)
             model = (await read_fleet(self.store.redis)).resolve(request)
             trace = caller_carrier()  # the caller's span: the job's spans continue its trace
             job_id, _ = await self.store.submit(

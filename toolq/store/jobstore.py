@@ -45,6 +45,7 @@ from toolq.protocol import (
     now_ms,
 )
 from toolq.store import affinity, arq_link, deliveries, keys
+from toolq.store.admission import NotSubmitted, QueueAtLimit, QueueBounds, TenantQueueAtLimit, refusal
 from toolq.store.arq_link import connect
 from toolq.store.durability import Durability
 from toolq.store.job_index import INDEX_KEEP
@@ -53,23 +54,20 @@ from toolq.store.scripts import Script
 from toolq.store.thread_ending import ending_messages
 from toolq.tenants import TenantPolicy
 
-__all__ = ["JobEnded", "JobNotFound", "JobStore", "NotSubmitted", "QueueAtLimit", "connect"]
+__all__ = [
+    "JobEnded",
+    "JobNotFound",
+    "JobStore",
+    "NotSubmitted",
+    "QueueAtLimit",
+    "QueueBounds",
+    "TenantQueueAtLimit",
+    "connect",
+]
 
 
 class JobNotFound(KeyError):
     pass
-
-
-class NotSubmitted(Exception):
-    """submit made no job: it was given no model and the idempotency key names no job."""
-
-
-class QueueAtLimit(NotSubmitted):
-    """submit made no job: the model's queue holds ``max_queue_depth`` jobs already."""
-
-    def __init__(self, model: str, depth: int, limit: int):
-        super().__init__(f"the queue of model {model!r} holds {depth} jobs (limit {limit})")
-        self.model, self.depth, self.limit = model, depth, limit
 
 
 class JobEnded(Exception):
@@ -158,8 +156,12 @@ class JobStore:
         fair: bool = False,
         durability: Durability | None = None,
         affinity_wait_ms: int = affinity.DEFAULT_WAIT_MS,
+        bounds: QueueBounds | None = None,
     ):
         self.redis = redis  # from toolq.store.arq_link.connect
+        # the queue bounds every submission through this store passes (toolq/store/admission.py):
+        # the front doors (the gateway, the SDK's Redis mode) give them; none for the store alone
+        self.bounds = bounds or QueueBounds()
         self.event_ttl_s = event_ttl_s
         self.stream_maxlen = stream_maxlen
         self.idempotency_ttl_s = idempotency_ttl_s
@@ -205,21 +207,25 @@ class JobStore:
 
         With an idempotency key, the same key from the same tenant returns the first job while it
         exists, before anything else is checked (a key whose job has expired starts a new one).
-        Raises QueueAtLimit when the model's queue already holds ``max_queue_depth`` jobs. With
+        Raises QueueAtLimit (TenantQueueAtLimit for the tenant's own limit) when the store's queue
+        bounds refuse it (toolq/store/admission.py; ``max_queue_depth`` overrides their depth). With
         ``model`` None it only hands back the job the key names, and raises NotSubmitted when there
         is none: a caller whose own checks refused the job asks so whether it is a retry.
-        ``policy`` records the tenant's weight and running cap for the fair choice, and the job's
-        token cap in its record. ``traceparent`` / ``tracestate``: the trace the job's spans
-        continue (toolq/tracing/carrier.py), kept in its record. ``prefer`` names the worker the
+        ``policy`` (default: the bounds' policy of the tenant) records the tenant's weight and
+        running cap for the fair choice, and the job's token cap in its record. ``traceparent`` /
+        ``tracestate``: the trace the job's spans continue (toolq/tracing/carrier.py), kept in its
+        record. ``prefer`` names the worker the
         job is offered to first (toolq/store/affinity.py), for ``affinity_wait_ms``.
         """
         key = idempotency_key or request.idempotency_key
+        policy = policy or (self.bounds.policy(tenant) if self.bounds.tenants else None)
+        admission = self.bounds.script_args(tenant, max_queue_depth)
         if model is None and not key:
             raise NotSubmitted("no model and no idempotency key")
         job_id = new_job_id()
         created = now_ms()
         head, tail = _event_parts(job_id, EventType.queued, QueuedData(model=model, attempt=1).to_wire(), created)
-        (code, value), acked = await self.durability.write(
+        (code, value, *rest), acked = await self.durability.write(
             self.redis,
             self._submit,
             job=keys.job(job_id),
@@ -237,7 +243,7 @@ class JobStore:
             tail=tail,
             maxlen=self.stream_maxlen,
             idempotency_ttl_s=self.idempotency_ttl_s if key else None,
-            max_depth=max_queue_depth,
+            **admission,
             job_prefix=keys.JOB_PREFIX,
             wake_backlog=arq_link.WAKE_BACKLOG,
             webhook=request.webhook.model_dump_json() if request.webhook else None,
@@ -258,11 +264,13 @@ class JobStore:
             prefer_wait_ms=self.affinity_wait_ms,
             worker_wake_prefix=keys.worker_wake(model or "", ""),
         )
-        if code == -1:
-            assert model is not None and max_queue_depth is not None
-            raise QueueAtLimit(model, int(value), max_queue_depth)
         if code == -2:
             raise NotSubmitted("the idempotency key names no job")
+        if code < 0:
+            assert model is not None
+            raise refusal(
+                int(code), int(value), *map(int, rest), model=model, tenant=tenant, depth=admission["max_depth"]
+            )
         found = value.decode() if isinstance(value, bytes) else value
         if self.durability.short(acked) and not (
             # a retry that found its job wrote nothing for WAIT to count: ask about the job itself

@@ -15,7 +15,13 @@ runs (toolq/store/keys.py: thread_*). Every write that decides something is one 
   nothing, unless it keeps partial history (asked by its caller, or set by a run that interrupted
   it); a rolled-back run appends nothing at all.
 
-A thread lives as long as jobs do (Redis's own persistence), or ``ttl_s`` after its last write.
+A thread lives ``ttl_s`` after its last write (its own, else the store's default
+``ThreadLimits.ttl_s``, TOOLQ_THREAD_TTL_S: 30 days), and never expires while a run is active.
+A tenant holds at most ``max_threads`` live threads and a thread at most ``max_messages``
+messages (ThreadLimits, each overridable per tenant in TOOLQ_TENANTS): creating past the first,
+or adding or running past the second, is refused (ThreadLimitReached) and writes nothing. A run's
+own output is appended when it ends and is never refused then, so a thread can pass its cap by one
+run's messages.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any, Literal
 
 from toolq.protocol import EventType, JobRequest, Message, new_job_id, now_ms
 from toolq.store import arq_link, keys
+from toolq.store.admission import refusal
 from toolq.store.jobstore import JobStore, _event_parts
 from toolq.store.scripts import Script
 from toolq.tenants import TenantPolicy
@@ -44,6 +51,24 @@ def new_item_id() -> str:
 
 class ThreadNotFound(KeyError):
     """No such thread, or another tenant's (which must look the same)."""
+
+
+@dataclass(frozen=True)
+class ThreadLimits:
+    """The bounds on what threads keep in Redis; a tenant's policy (toolq/tenants.py) may set its
+    own ``max_threads`` / ``max_thread_messages``. None: no bound."""
+
+    ttl_s: int | None = None  # default TTL of a thread created without one
+    max_threads: int | None = None  # live threads per tenant
+    max_messages: int | None = None  # messages per thread
+
+
+class ThreadLimitReached(Exception):
+    """A write that would take a tenant past its thread cap, or a thread past its message cap."""
+
+    def __init__(self, message: str, *, field: str):
+        super().__init__(message)
+        self.field = field
 
 
 class RunRejected(Exception):
@@ -95,8 +120,9 @@ class ThreadStore:
     """Threads of every tenant; every method takes the caller's tenant and treats another
     tenant's thread as missing."""
 
-    def __init__(self, jobs: JobStore, *, cancel_ttl_s: int = 24 * 3600):
+    def __init__(self, jobs: JobStore, *, cancel_ttl_s: int = 24 * 3600, limits: ThreadLimits | None = None):
         self.jobs = jobs
+        self.limits = limits or ThreadLimits()
         self.redis = jobs.redis
         self.cancel_ttl_s = cancel_ttl_s
         self._run = Script(self.redis, "thread_run")
@@ -104,6 +130,21 @@ class ThreadStore:
         self._forget = Script(self.redis, "thread_forget")
         self._delete = Script(self.redis, "thread_delete")
         self._meta = Script(self.redis, "thread_meta")
+        self._create = Script(self.redis, "thread_create")
+
+    def max_threads(self, tenant: str) -> int | None:
+        return self.jobs.bounds.policy(tenant).max_threads or self.limits.max_threads
+
+    def max_messages(self, tenant: str) -> int | None:
+        return self.jobs.bounds.policy(tenant).max_thread_messages or self.limits.max_messages
+
+    def _too_many_messages(self, tenant: str, thread_id: str, count: int, adding: int) -> ThreadLimitReached:
+        cap = self.max_messages(tenant)
+        return ThreadLimitReached(
+            f"thread {thread_id} holds {count} messages and {adding} more would pass its limit of {cap} "
+            "(TOOLQ_MAX_THREAD_MESSAGES, or max_thread_messages in TOOLQ_TENANTS); start a new thread",
+            field="messages",
+        )
 
     # ------------------------------------------------------------------ threads
 
@@ -115,28 +156,39 @@ class ThreadStore:
         ttl_s: int | None = None,
         messages: Sequence[Message] = (),
     ) -> ThreadInfo:
+        """A thread of the tenant; raises ThreadLimitReached at the tenant's cap on threads or past
+        the cap on a thread's messages. ``ttl_s`` None: the store's default TTL."""
+        ttl_s = ttl_s if ttl_s is not None else self.limits.ttl_s
+        cap = self.max_messages(tenant)
+        if cap is not None and len(messages) > cap:
+            raise ThreadLimitReached(
+                f"messages has {len(messages)} entries, above a thread's limit of {cap} messages "
+                "(TOOLQ_MAX_THREAD_MESSAGES, or max_thread_messages in TOOLQ_TENANTS)",
+                field="messages",
+            )
         tid = new_thread_id()
         created = now_ms()
-        key = keys.thread(tid)
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(
-                key,
-                mapping={
-                    "tenant": tenant,
-                    "created_ms": created,
-                    "metadata": json.dumps(metadata or {}, ensure_ascii=False),
-                    "ttl_s": "" if ttl_s is None else ttl_s,
-                    "active": "",
-                },
+        max_threads = self.max_threads(tenant)
+        code, count = await self._create(
+            thread=keys.thread(tid),
+            messages=keys.thread_messages(tid),
+            ids=keys.thread_ids(tid),
+            index=keys.threads(tenant),
+            thread_id=tid,
+            tenant=tenant,
+            created_ms=created,
+            metadata=json.dumps(metadata or {}, ensure_ascii=False),
+            ttl_s=ttl_s,
+            items=json.dumps([[new_item_id(), m.model_dump_json(exclude_none=True)] for m in messages]),
+            max_threads=max_threads,
+            thread_prefix=keys.THREAD_PREFIX,
+        )
+        if int(code) == -1:
+            raise ThreadLimitReached(
+                f"tenant {tenant!r} has {int(count)} threads, its limit is {max_threads} (TOOLQ_MAX_THREADS, or "
+                "max_threads in TOOLQ_TENANTS); delete threads it no longer needs",
+                field="threads",
             )
-            if messages:
-                pipe.rpush(keys.thread_messages(tid), *[m.model_dump_json(exclude_none=True) for m in messages])
-                pipe.rpush(keys.thread_ids(tid), *[new_item_id() for _ in messages])
-            pipe.zadd(keys.threads(tenant), {tid: created})
-            if ttl_s is not None:
-                for k in (key, keys.thread_messages(tid), keys.thread_ids(tid)):
-                    pipe.expire(k, ttl_s)
-            await pipe.execute()
         return ThreadInfo(tid, created, dict(metadata or {}), ttl_s, None, 0, len(messages))
 
     async def get(self, tenant: str, thread_id: str) -> ThreadInfo:
@@ -216,18 +268,21 @@ class ThreadStore:
         return [(_text(i), Message.model_validate_json(m)) for i, m in zip(ids, raw, strict=False)]
 
     async def add_messages(self, tenant: str, thread_id: str, messages: Sequence[Message]) -> list[str]:
-        """Append messages; returns their ids."""
+        """Append messages; returns their ids. Raises ThreadLimitReached past the thread's cap."""
         ids = [new_item_id() for _ in messages]
         pairs = [[i, m.model_dump_json(exclude_none=True)] for i, m in zip(ids, messages, strict=True)]
-        n = await self._add(
+        code, count = await self._add(
             thread=keys.thread(thread_id),
             messages=keys.thread_messages(thread_id),
             ids=keys.thread_ids(thread_id),
             tenant=tenant,
             items=json.dumps(pairs, ensure_ascii=False),
+            max_messages=self.max_messages(tenant),
         )
-        if int(n) == -3:
+        if int(code) == -3:
             raise ThreadNotFound(thread_id)
+        if int(code) == -4:
+            raise self._too_many_messages(tenant, thread_id, int(count), len(messages))
         return ids
 
     async def forget_message(self, tenant: str, thread_id: str, item_id: str) -> bool:
@@ -263,7 +318,9 @@ class ThreadStore:
     ) -> RunPlaced:
         """A run of ``request`` (its messages are the new input) on the thread, placed by
         ``strategy`` against the active run; its first ``lead`` messages stay ahead of the thread's
-        and out of it (instructions). Raises ThreadNotFound, RunRejected.
+        and out of it (instructions). Raises ThreadNotFound, RunRejected, and QueueAtLimit when
+        the store's queue bounds refuse it, as for a submit (toolq/store/admission.py): a run that
+        waits behind the thread's active run counts as one of its tenant's queued jobs.
 
         Under fair share (the JobStore's ``fair``) a run, whether it starts at once or when the run
         before it ends, waits in its tenant's set for its fair turn as a submitted job does;
@@ -276,7 +333,9 @@ class ThreadStore:
         )
         req_head, req_input, req_tail = request_parts(request, lead)
         arq = arq_link.arq_job(job_id, model, 1, created)
-        code, active = await self._run(
+        policy = policy or (self.jobs.bounds.policy(tenant) if self.jobs.bounds.tenants else None)
+        admission = self.jobs.bounds.script_args(tenant)
+        code, active, *rest = await self._run(
             thread=keys.thread(thread_id),
             waiting=keys.thread_waiting(thread_id),
             runs=keys.thread_runs(thread_id),
@@ -319,7 +378,24 @@ class ThreadStore:
             worker_wake_prefix=keys.worker_wake(model, ""),
             traceparent=traceparent or "",
             tracestate=tracestate or "",
+            admit_prefix=keys.FAIR_PREFIX,
+            fair=self.jobs.fair,
+            **admission,
+            webhook=request.webhook.model_dump_json() if request.webhook else None,
+            max_messages=self.max_messages(tenant),
+            input_count=len(request.messages) - lead,
         )
+        if int(code) == -5:
+            raise self._too_many_messages(tenant, thread_id, int(active), len(request.messages) - lead)
+        if int(code) <= -10:  # the queue bounds refused it (admit.lua); nothing was written
+            raise refusal(
+                int(code) + 10,
+                int(active),
+                *map(int, rest),
+                model=model,
+                tenant=tenant,
+                depth=admission["max_depth"],
+            )
         code, active = int(code), _text(active) or None
         if code == -3:
             raise ThreadNotFound(thread_id)

@@ -8,7 +8,8 @@
 --
 -- With fair share on (`fair` '1') the job waits in its tenant's set (fair_enqueue.lua) with its
 -- arq job stored but not queued; toolq/store/lua/dispatch.lua queues it when its turn comes. The
--- queue depth then counts the waiting jobs of every tenant as well as arq's queue.
+-- queue bounds (admit.lua: the tenant's own cap, its share of a full queue, the model's ceiling)
+-- count the waiting jobs of every tenant as well as arq's queue.
 --
 -- With fair share on and a `prefer`red worker (the live worker that holds the longest prefix of
 -- the job's conversation, toolq/store/affinity.py), the job is offered to that worker first
@@ -18,6 +19,7 @@
 -- include: arq_enqueue.lua
 -- include: fair_keys.lua
 -- include: fair_enqueue.lua
+-- include: admit.lua
 -- include: job_index.lua
 -- include: affinity_prefer.lua
 --
@@ -68,9 +70,10 @@
 -- ARGV[27] prefer            the worker to offer the job to first; '' none
 -- ARGV[28] prefer_wait_ms    how long the other workers leave it to that worker
 -- ARGV[29] worker_wake_prefix  toolq.store.keys.worker_wake(model, ''): a worker's own wake list
+-- ARGV[30] max_queued        the tenant's own cap on its queued jobs of the model; '' none
 --
--- Returns {1, job id} created, {0, job id} the job the key already names, {-1, depth} the queue
--- is at max_depth, {-2, ''} no model was given and the key names no job.
+-- Returns {1, job id} created, {0, job id} the job the key already names, {-2, ''} no model was
+-- given and the key names no job, or admit.lua's refusal {code, count, limit, tenants}.
 
 if idempotency_ttl_s ~= '' then
   local existing = redis.call('GET', idempotency)
@@ -79,13 +82,8 @@ if idempotency_ttl_s ~= '' then
   end
 end
 if model == '' then return {-2, ''} end
-if max_depth ~= '' then
-  local depth = redis.call('ZCARD', queue)
-  for _, t in ipairs(redis.call('ZRANGE', tenants, 0, -1)) do
-    depth = depth + redis.call('ZCARD', fair_waiting_key(fair_prefix, model, t))
-  end
-  if depth >= tonumber(max_depth) then return {-1, depth} end
-end
+local refused = admit(fair_prefix, model, tenant, queue, fair, max_depth, max_queued, job_prefix)
+if refused then return refused end
 if idempotency_ttl_s ~= '' then redis.call('SET', idempotency, job_id, 'EX', idempotency_ttl_s) end
 redis.call('HSET', job, 'request', request, 'model', model, 'tenant', tenant, 'status', 'queued',
            'attempt', 1, 'seq', 1, 'created_ms', created_ms, 'priority', priority)

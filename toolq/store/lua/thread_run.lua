@@ -14,6 +14,7 @@
 -- include: arq_enqueue.lua
 -- include: fair_keys.lua
 -- include: fair_enqueue.lua
+-- include: admit.lua
 -- include: affinity_prefer.lua
 -- include: thread_turns.lua
 -- include: job_index.lua
@@ -66,9 +67,21 @@
 -- ARGV[35] worker_wake_prefix  toolq.store.keys.worker_wake(model, '')
 -- ARGV[36] traceparent    the W3C trace context the run's spans continue (toolq/tracing/carrier.py); '' none
 -- ARGV[37] tracestate     its tracestate; '' none
+-- ARGV[38] admit_prefix   toolq.store.keys.FAIR_PREFIX, for the queue bounds (admit.lua), fair or not
+-- ARGV[39] fair           '1' under fair share (the tenant's own queued count is kept)
+-- ARGV[40] max_depth      the model's queue depth (admit.lua); '' no limit
+-- ARGV[41] max_queued     the tenant's own cap on its queued jobs of the model; '' none
+-- ARGV[42] webhook        the run's webhook JSON {"url", "events"} (webhook_record.lua); '' none
+-- ARGV[43] max_messages   the most messages the thread may hold; '' no cap
+-- ARGV[44] input_count    how many messages the run's input adds to the thread
 --
 -- Returns {1, ''} started, {2, active} waiting behind the active run, {3, active} waiting while
--- the active run is being stopped, {-1, active} rejected, {-3, ''} no such thread.
+-- the active run is being stopped, {-1, active} rejected, {-3, ''} no such thread, or the queue
+-- bounds' refusal {-10 + admit.lua's code, count, limit, tenants}: -11 the model's queue is full,
+-- -13 the tenant's own cap, -14 its share of a full queue; {-5, count, max_messages} the thread
+-- holds too many messages for the run's input (a run's own output may take it past the cap once:
+-- it is appended when the run ends, and never refused then). A run that waits behind the active one
+-- counts as queued (admit_hold) until its turn comes (thread_turns.lua: thread_start).
 
 if redis.call('HGET', thread, 'tenant') ~= tenant then return {-3, ''} end
 local active = redis.call('HGET', thread, 'active') or ''
@@ -81,6 +94,15 @@ if active ~= '' then
   end
 end
 if active ~= '' and strategy == 'reject' then return {-1, active} end
+if max_messages ~= '' then
+  local count = redis.call('LLEN', thread .. ':messages')
+  if count + tonumber(input_count) > tonumber(max_messages) then return {-5, count, tonumber(max_messages)} end
+end
+local refused = admit(admit_prefix, model, tenant, queue, fair, max_depth, max_queued, job_prefix)
+if refused then
+  refused[1] = refused[1] - 10
+  return refused
+end
 
 local turn = redis.call('HINCRBY', thread, 'arrivals', 1)
 redis.call('HSET', job, 'request', req_head .. req_input .. req_tail, 'model', model, 'tenant', tenant,
@@ -92,6 +114,7 @@ redis.call('HSET', job, 'request', req_head .. req_input .. req_tail, 'model', m
            'th_fair', fair_prefix, 'th_priority', priority,
            'th_prefer_wait', prefer_wait_ms, 'th_worker_wake', worker_wake_prefix)
 if job_tokens ~= '' then redis.call('HSET', job, 'job_tokens', job_tokens) end
+if webhook ~= '' then redis.call('HSET', job, 'webhook', webhook) end
 if traceparent ~= '' then redis.call('HSET', job, 'traceparent', traceparent, 'tracestate', tracestate) end
 if weight ~= '' then redis.call('HSET', weights, tenant, weight) end
 if max_running ~= '' then redis.call('HSET', caps, tenant, max_running) end
@@ -121,5 +144,6 @@ else
   redis.call('ZADD', waiting, turn - 1e15, job_id)
   code = 3
 end
+if code ~= 1 and fair == '1' then admit_hold(admit_prefix, model, tenant, job_id, created_ms) end
 thread_touch(thread)
 return {code, active}

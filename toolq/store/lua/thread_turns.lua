@@ -40,6 +40,11 @@ local function thread_start(tkey, jkey, run_id)
   if fp and fp ~= '' then
     local m, tenant = r[14], r[15]
     local priority = (r[16] and r[16] ~= '') and r[16] or '0'
+    -- no longer waiting behind its thread: out of its tenant's queued count there (admit.lua)
+    local held = fair_model_key(fp, m, 'held')
+    redis.call('ZREM', held, run_id)
+    redis.call('HDEL', held .. ':of', run_id)
+    redis.call('ZREM', held .. ':' .. tenant, run_id)
     arq_store(r[4], r[5], r[7], payload, r[9])
     local holder = redis.call('HMGET', tkey, 'holder', 'holder_model')
     if holder[1] and holder[1] ~= '' and holder[2] == m and r[17] and r[18] then

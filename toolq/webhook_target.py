@@ -1,6 +1,7 @@
 """A job's webhook at submission: the request's own, else the tenant's default; a URL the caller
 gave is checked here (toolq/webhook_urls.py) and refused with a 422 that says why, before the job
-exists. Every front door calls ``settle_webhook`` (POST /v1/jobs and gateway/submission.py)."""
+exists. Every front door calls ``settle_webhook``: the gateway's (gateway/submission.py: admit)
+and the SDK's Redis mode (toolq/client/redis_transport.py)."""
 
 from __future__ import annotations
 
