@@ -214,6 +214,7 @@ def test_a_job_that_kills_every_worker_ends_worker_lost_after_max_attempts(redis
         assert json.loads(r.hget(keys.job(job_id), "attempts")) == end["data"]["attempts"]
         assert r.hget(keys.job(job_id), "status") == b"failed"
         assert r.hget(keys.QUARANTINED, "scripted") == b"1"
+        print(f"\nquarantined {(end['ts'] - events[0]['ts']) / 1000:.1f} s after submission (lease 1.5 s)")
     finally:
         for w in workers:
             w.stop()
