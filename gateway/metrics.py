@@ -153,6 +153,13 @@ class GatewayMetrics:
             ["model", "placed"],
             registry=r,
         )
+        # Poison jobs (toolq/store/lua/claim.lua): read from Redis at scrape time; no tenant label.
+        self.quarantined = Gauge(
+            "toolq_jobs_quarantined",
+            "Jobs ended worker_lost after too many attempts lost their worker (a counter kept in Redis)",
+            ["model"],
+            registry=r,
+        )
         self.cache_conversations = Gauge(
             "toolq_worker_cache_conversations", "Conversations a worker holds", ["model", "worker"], registry=r
         )
@@ -268,6 +275,8 @@ class GatewayMetrics:
             self.cache_conversations.labels(w.model, w.id).set(w.cache_conversations)
             for tier, n in w.cache_bytes.items():
                 self.cache_bytes.labels(w.model, w.id, tier).set(n)
+        for model, n in (await redis.hgetall(keys.QUARANTINED)).items():
+            self.quarantined.labels(model.decode()).set(int(n))
         if not tenants:
             return generate_latest(self.registry)
         await self._tenant_figures(redis, sorted(self._models_seen))

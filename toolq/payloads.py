@@ -17,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolq.protocol import Event, EventType, FinishReason, PendingAction, ToolCall, Usage, Where
+from toolq.protocol import AttemptEnd, Event, EventType, FinishReason, PendingAction, ToolCall, Usage, Where
 
 __all__ = [
     "MODELS",
@@ -153,6 +153,7 @@ class ErrorData(EventData):
     code: str = "internal"  # an ErrorCode's value; a str so that a code newer than this reader still reads
     message: str = ""
     usage: Usage | None = None  # with budget_exceeded: the tokens the job used
+    attempts: list[AttemptEnd] | None = None  # with worker_lost: each attempt's worker and how it ended
 
 
 class CancelledData(EventData):

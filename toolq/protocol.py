@@ -401,6 +401,20 @@ class ErrorCode(str, Enum):
     internal = "internal"
 
 
+class AttemptEnd(_Model):
+    """How one attempt of a job ended when another worker took the job over
+    (toolq/store/lua/claim.lua writes these into the record's ``attempts``)."""
+
+    attempt: int
+    worker: str = ""  # the worker that started it; "" when it never started
+    # lease_expired: started, then its lease ran out (the worker died, or its loop stalled);
+    # stalled: the same, and its worker later came back to find the job taken over (renew.lua);
+    # not_started: taken over before any worker started it; handed_back: its worker let it go
+    # (shutdown). Only lease_expired and stalled count towards TOOLQ_MAX_ATTEMPTS.
+    ended: str
+    ms: int = 0  # when it was taken over (Redis's clock)
+
+
 class JobStatus(str, Enum):
     queued = "queued"
     running = "running"

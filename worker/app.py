@@ -12,7 +12,8 @@ worker's parts to it:
   (worker/cancel.py) or its deadline;
 - leases (worker/heartbeat.py, toolq/store/leases.py): a running job's lease is renewed every
   heartbeat; any live worker of the model claims a job whose lease ran out and resumes it from its
-  checkpoint as a new attempt;
+  checkpoint as a new attempt, or, once TOOLQ_MAX_ATTEMPTS attempts lost their worker, ends it
+  as quarantined (toolq/store/quarantine.py);
 - graceful stop: SIGTERM stops pickup, lets the running job finish for a grace period, then hands
   it back (its lease released at once) without publishing anything half-done.
 """

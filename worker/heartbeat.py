@@ -1,5 +1,6 @@
 """The heartbeat: keep this worker's fleet entry and its jobs' leases fresh, stand a job down
-when another attempt took it over, and resume the jobs of workers that died."""
+when another attempt took it over, and resume the jobs of workers that died (or end them, once
+their attempts were lost too often)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import structlog
 from redis.exceptions import RedisError
 
 from toolq.protocol import now_ms
-from toolq.store import affinity, arq_link, fleet, pauses
+from toolq.store import affinity, arq_link, fleet, pauses, quarantine
 from toolq.store.fleet import WorkerInfo
 from worker.endings import StopCause
 from worker.held import engine_holdings
@@ -101,7 +102,13 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
         released = await state.pickups.release(state.model, job_timeout_s=s.queue_timeout_s, stall_ms=STALL_MS)
         for arq_id in released:
             log.warning("releasing a job a lost worker took but never started", arq_id=arq_id)
-    for job_id, attempt in await state.leases.claim_expired(state.model, grace_ms=s.lease_ms * 3):
+    claims = await state.leases.claim_expired(state.model, grace_ms=s.lease_ms * 3, max_attempts=s.max_attempts)
+    for job_id, attempt, poisoned in claims:
+        if poisoned:
+            # its attempts kept losing their worker: ended, never run again (toolq/store/quarantine.py)
+            if await quarantine.end_lost(state.store, job_id, attempt):
+                log.error("quarantined a job whose workers kept being lost", job_id=job_id, attempt=attempt)
+            continue
         log.warning("resuming job of a lost worker", job_id=job_id, attempt=attempt)
         await arq_link.enqueue_attempt(redis, job_id, state.model, attempt)
     if state.beats % EXPIRE_EVERY == 2:

@@ -221,7 +221,18 @@ async def _carry_out(
         return "error"
     except JobEnded as e:
         log.info("job ended elsewhere", reason=e.reason)
+        if e.taken_from_writer:
+            await _note_outlived(state, running)
         return "ended"
+
+
+async def _note_outlived(state: WorkerState, running: RunningJob) -> None:
+    """This worker lived on past the lease of an attempt that was taken over: its loop stalled
+    (or it lost Redis). The renewal is refused, and notes that attempt ``stalled`` in the
+    record's ``attempts`` (toolq/store/lua/renew.lua); the heartbeat's renewal does the same for
+    an attempt still running when it learns."""
+    with suppress(RedisError):
+        await state.leases.renew(running.job_id, running.attempt, state.settings.lease_ms)
 
 
 async def _hold(state: WorkerState, request: JobRequest, ls: LoopState) -> None:

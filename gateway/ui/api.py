@@ -153,6 +153,7 @@ async def list_jobs(
     model: Name = None,
     tenant: Name = None,
     q: Annotated[str | None, Query(min_length=1, max_length=128, description="a job id, or a piece of one")] = None,
+    quarantined: Annotated[bool | None, Query(description="only jobs quarantined after lost attempts")] = None,
     cursor: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=job_index.MAX_PAGE)] = 50,
 ) -> JobList:
@@ -166,11 +167,11 @@ async def list_jobs(
     if q and after is None:  # a whole id: that job first, however old
         try:
             rec = await visible_job(state, viewer, q)
-            if scope is None or rec.tenant == scope:
+            if (scope is None or rec.tenant == scope) and quarantined in (None, rec.quarantined):
                 found.append(JobLine.of_record(rec))
         except JobNotFoundError:
             pass
-    where = job_index.JobFilter(status=status, model=model, tenant=scope, id_part=q)
+    where = job_index.JobFilter(status=status, model=model, tenant=scope, id_part=q, quarantined=quarantined)
     page = await job_index.recent(state.store.redis, where, limit=limit, cursor=after)
     found += [JobLine.of_row(r) for r in page.rows if not found or r.job_id != found[0].job_id]
     return JobList(jobs=found[:limit], next_cursor=page.next_cursor.text() if page.next_cursor else None)

@@ -86,6 +86,7 @@ class JobLine(BaseModel):
     created_ms: int
     finished_ms: int | None
     attempt: int
+    quarantined: bool = False  # ended worker_lost after too many lost attempts
 
     @classmethod
     def of_row(cls, row: JobRow) -> JobLine:
@@ -97,6 +98,7 @@ class JobLine(BaseModel):
             created_ms=row.created_ms,
             finished_ms=row.finished_ms,
             attempt=row.attempt,
+            quarantined=row.quarantined,
         )
 
     @classmethod
@@ -109,6 +111,7 @@ class JobLine(BaseModel):
             created_ms=rec.created_ms,
             finished_ms=rec.finished_ms,
             attempt=rec.attempt,
+            quarantined=rec.quarantined,
         )
 
 

@@ -64,7 +64,7 @@ async def test_attempt_fencing_refuses_a_superseded_worker(store):
     await store.emit(job_id, EventType.started, attempt=1, status=JobStatus.running, lease_ms=-1)
     leases = Leases(store.redis)
     claimed = await leases.claim_expired("m", grace_ms=5000)
-    assert claimed == [(job_id, 2)]
+    assert claimed == [(job_id, 2, False)]
     with pytest.raises(JobEnded, match="newer attempt"):
         await store.emit(job_id, EventType.tool_call, {"name": "x"}, attempt=1)
     assert await store.emit(job_id, EventType.started, {"attempt": 2}, attempt=2) == 3
@@ -140,8 +140,8 @@ async def test_after_a_redis_restart_leases_from_before_it_are_left_to_their_wor
         # a deadline from before this Redis started (as if restored), and one since then
         await store.redis.zadd(keys.LEASES, {old: now_ms - 60_000, new: now_ms - 1})
         claimed = await leases.claim_expired("m", grace_ms=1000, settle_ms=60_000)
-        assert [job for job, _ in claimed] == [new]
-        assert [job for job, _ in await leases.claim_expired("m", grace_ms=1000, settle_ms=0)] == [old]
+        assert [c.job_id for c in claimed] == [new]
+        assert [c.job_id for c in await leases.claim_expired("m", grace_ms=1000, settle_ms=0)] == [old]
     finally:
         await store.close()
         await asyncio.to_thread(server.stop)

@@ -12,9 +12,10 @@ from gateway.settings import GatewaySettings
 from gateway.ui.session import COOKIE
 from tests.integration.gateway_support import asgi_client, register_fake_worker
 from tests.support.pauses import paused_job, pending
-from toolq.protocol import JobRequest
-from toolq.store import job_index, keys
+from toolq.protocol import EventType, JobRequest, JobStatus
+from toolq.store import job_index, keys, quarantine
 from toolq.store.jobstore import JobStore
+from toolq.store.leases import Leases
 
 A, B, OP = "key-a", "key-b", "key-operator"
 JOB = {"messages": [{"role": "user", "content": "hi"}]}
@@ -180,6 +181,32 @@ async def test_filters_search_and_the_job_detail(http):
     assert d["job"]["status"] == "cancelled" and d["terminal"] is True and d["seq"] == 2
     assert [s["kind"] for s in d["waterfall"]] == ["queue"]
     assert [(m["role"], m["content"]) for m in d["transcript"]] == [("user", "hi")]
+
+
+async def test_quarantined_jobs_are_marked_filtered_and_counted(http, store):
+    """A job whose attempts kept losing their worker (toolq/store/lua/claim.lua) wears its mark in
+    the list, the `quarantined` filter finds it, and /metrics counts it per model."""
+    poisoned, healthy = await submit(http, A), await submit(http, A)
+    await store.emit(
+        poisoned, EventType.started, {}, attempt=1, status=JobStatus.running, lease_ms=-1, worker="w1"
+    )  # its lease has run out: its worker is lost
+    [claim] = await Leases(store.redis).claim_expired("m", grace_ms=5000, max_attempts=1)
+    assert claim == (poisoned, 2, True)
+    assert await quarantine.end_lost(store, poisoned, claim.attempt)
+    await sign_in(http, A)
+
+    async def listed(**params):
+        r = await http.get("/ui/api/jobs", params=params)
+        assert r.status_code == 200, r.text
+        return [(j["job_id"], j["quarantined"]) for j in r.json()["jobs"]]
+
+    assert await listed() == [(healthy, False), (poisoned, True)]
+    assert await listed(quarantined="true") == [(poisoned, True)]
+    assert await listed(quarantined="false") == [(healthy, False)]
+    assert await listed(q=poisoned, quarantined="false") == []
+    assert (await http.get(f"/ui/api/jobs/{poisoned}")).json()["job"]["quarantined"] is True
+    metrics = (await http.get("/metrics", headers={"Authorization": f"Bearer {OP}"})).text
+    assert 'toolq_jobs_quarantined{model="m"} 1.0' in metrics
 
 
 async def test_the_inbox_lists_paused_jobs_of_the_viewer_and_answers_them(http, store):

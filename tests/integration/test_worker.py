@@ -182,7 +182,7 @@ async def test_a_live_worker_that_lost_its_lease_stands_down_and_the_job_resumes
                 break
         # a lease that ran out just now (one from before Redis started would be left to settle)
         await store.redis.zadd(keys.LEASES, {job_id: int((await store.redis.time())[0]) * 1000 - 1})
-        [(claimed, attempt)] = await Leases(store.redis).claim_expired("scripted", grace_ms=5000)
+        [(claimed, attempt, _)] = await Leases(store.redis).claim_expired("scripted", grace_ms=5000)
         assert (claimed, attempt) == (job_id, 2)
         await arq_link.enqueue_attempt(store.redis, job_id, "scripted", attempt)
         evs = await events_of(store, job_id)

@@ -8,8 +8,10 @@ Screenshots of every page at a laptop's and a phone's width go to ``test-artifac
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -19,6 +21,10 @@ from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import CALL_ZORBIX, private_redis, served
 from tests.support.browser import LAPTOP, PHONE, chromium_path, screenshot_dir, signed_in, submit
 from tests.support.workers import REPO, write_rules
+from toolq.protocol import EventType, JobRequest, JobStatus
+from toolq.store import quarantine
+from toolq.store.jobstore import JobStore
+from toolq.store.leases import Leases
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -38,12 +44,18 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def gateway(chromium) -> Iterator[str]:
+def stack(chromium) -> Iterator[tuple[str, str]]:
+    """The gateway's URL and its Redis's."""
     settings_of = lambda url: GatewaySettings(  # noqa: E731
         redis_url=url, fleet_cache_s=0, api_keys={A: "ta", B: "tb"}, operator_keys=[OP], keepalive_s=1
     )
     with private_redis() as url, served(url, settings_of(url), script=write_rules(RULES, PACE_S)) as gw:
-        yield gw.url
+        yield gw.url, url
+
+
+@pytest.fixture(scope="module")
+def gateway(stack) -> str:
+    return stack[0]
 
 
 @pytest.fixture(scope="module")
@@ -227,5 +239,44 @@ def test_the_sign_in_page_refuses_a_wrong_key(browser, gateway, shots):
         assert "neither an API key nor an operator key" in page.text_content("[data-test=login-error]")
         assert ctx.cookies() == []
         shoot(page, shots, "login")
+    finally:
+        ctx.close()
+
+
+def test_a_quarantined_job_wears_its_badge_and_the_filter_finds_it(browser, stack, shots):
+    """A job whose attempts kept losing their worker (toolq/store/lua/claim.lua), made in Redis as
+    the takeover leaves it, on a model no worker serves so that nothing else runs it."""
+    gateway, redis_url = stack
+
+    async def poisoned() -> str:
+        store = JobStore.from_url(redis_url)
+        try:
+            job_id, _ = await store.submit(JobRequest.model_validate({"messages": [USER]}), model="gone", tenant="ta")
+            await store.emit(
+                job_id, EventType.started, {}, attempt=1, status=JobStatus.running, lease_ms=-1, worker="w1"
+            )
+            [claim] = await Leases(store.redis).claim_expired("gone", grace_ms=5000, max_attempts=1)
+            assert claim.quarantine and await quarantine.end_lost(store, job_id, claim.attempt)
+            return job_id
+        finally:
+            await store.close()
+
+    with ThreadPoolExecutor(1) as pool:  # Playwright's sync API holds this thread's event loop
+        job_id = pool.submit(asyncio.run, poisoned()).result()
+    other = submit(gateway, A, {"messages": [USER], "max_tokens": 50})
+    ctx, page = signed_in(browser, gateway, A)
+    try:
+        page.goto("/ui/jobs")
+        row = page.locator("[data-test=jobs] tbody tr", has=page.locator(f"a:text('{job_id}')"))
+        row.locator("[data-test=quarantined-badge]").wait_for()
+        assert row.locator(".status.failed").count() == 1
+        page.wait_for_selector(f"[data-test=jobs] a:text('{other}')")
+        assert page.locator(f"[data-test=jobs] tr:has(a:text('{other}')) [data-test=quarantined-badge]").is_hidden()
+        page.check("[data-test=quarantined]")
+        page.click("form.filters button[type=submit]")
+        page.wait_for_selector(f"[data-test=jobs] a:text('{other}')", state="detached")
+        assert [a.text_content() for a in page.locator("[data-test=jobs] tbody a").all()] == [job_id]
+        assert not page.errors, page.errors  # type: ignore[attr-defined]
+        shoot(page, shots, "jobs-quarantined")
     finally:
         ctx.close()

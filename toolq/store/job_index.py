@@ -7,9 +7,9 @@ tenant's (``keys.JOBS_ALL``), each trimmed to the newest ``INDEX_KEEP`` in the s
 (``lua/job_index.lua``). Records expire a while after their job ends (emit.lua); a member whose
 record is gone is dropped here when it is read.
 
-Filters (status, model, tenant, a piece of the id) are applied to the records as they are read,
-newest first, and one listing reads at most ``SCAN_LIMIT`` members: a rare filter over a long
-index answers with fewer rows and a cursor to read on, never with unbounded work. Paused jobs
+Filters (status, model, tenant, a piece of the id, quarantined) are applied to the records as
+they are read, newest first, and one listing reads at most ``SCAN_LIMIT`` members: a rare filter
+over a long index answers with fewer rows and a cursor to read on, never with unbounded work. Paused jobs
 come from ``keys.PAUSED`` (pause.lua), soonest deadline first.
 """
 
@@ -28,7 +28,7 @@ INDEX_KEEP = 10_000  # jobs each index keeps: the tenant's newest, and every ten
 SCAN_LIMIT = 2_000  # index members one listing reads at most
 MAX_PAGE = 200  # rows one listing returns at most
 _CHUNK = 200  # members read (and records fetched in one pipeline) per round trip
-_ROW_FIELDS = ("status", "model", "tenant", "created_ms", "finished_ms", "attempt")
+_ROW_FIELDS = ("status", "model", "tenant", "created_ms", "finished_ms", "attempt", "quarantined")
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class JobRow:
     created_ms: int
     finished_ms: int | None
     attempt: int
+    quarantined: bool = False  # ended worker_lost after too many lost attempts (toolq/store/quarantine.py)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class JobFilter:
     model: str | None = None
     tenant: str | None = None  # None: every tenant the index holds
     id_part: str | None = None  # a piece of the job id
+    quarantined: bool | None = None  # None: either
 
     def admits(self, row: JobRow) -> bool:
         return (
@@ -57,6 +59,7 @@ class JobFilter:
             and (self.model is None or row.model == self.model)
             and (self.tenant is None or row.tenant == self.tenant)
             and (self.id_part is None or self.id_part in row.job_id)
+            and (self.quarantined is None or row.quarantined is self.quarantined)
         )
 
 
@@ -91,7 +94,7 @@ def _text(v: bytes | None) -> str:
 
 
 def _row(job_id: str, values: list[bytes | None], submitted: bool) -> JobRow | None:
-    status, model, tenant, created, finished, attempt = (_text(v) for v in values)
+    status, model, tenant, created, finished, attempt, quarantined = (_text(v) for v in values)
     if not submitted or not status:
         return None  # expired, or what a late write left of an expired job
     try:
@@ -103,6 +106,7 @@ def _row(job_id: str, values: list[bytes | None], submitted: bool) -> JobRow | N
             created_ms=int(created or 0),
             finished_ms=int(finished) if finished else None,
             attempt=int(attempt or 1),
+            quarantined=quarantined == "1",
         )
     except ValueError:
         return None

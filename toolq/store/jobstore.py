@@ -77,6 +77,11 @@ class JobEnded(Exception):
         super().__init__(f"job {job_id}: {reason}")
         self.reason = reason
 
+    @property
+    def taken_from_writer(self) -> bool:
+        """The writer's attempt lost the job: it ended elsewhere, or a newer attempt owns it."""
+        return self.reason in (_REFUSED[0], _REFUSED[-1])
+
 
 _REFUSED = {0: "already ended", -1: "taken over by a newer attempt", -2: "not in the expected state", -3: "no such job"}
 

@@ -50,6 +50,11 @@ def wake(model: str) -> str:
 LEASES = f"{PREFIX}:leases"
 
 
+# Hash: model -> jobs quarantined after too many lost attempts (toolq/store/lua/claim.lua); a
+# counter that /metrics and the dashboard read.
+QUARANTINED = f"{PREFIX}:quarantined"
+
+
 # Sorted set: paused job id -> action deadline (unix ms); toolq/store/pauses.py ends the overdue ones.
 PAUSED = f"{PREFIX}:paused"
 

@@ -4,15 +4,22 @@ A running job's id sits in the sorted set ``keys.LEASES`` scored by its deadline
 The ``started`` event sets the first lease in the same script that writes it (toolq/store/lua/emit.lua)
 and a terminal event drops it; in between the worker renews it every heartbeat. Any live worker of
 the model claims a job whose lease ran out as a new attempt, which fences the old worker's writes
-off, and enqueues that attempt to resume the job from its checkpoint.
+off, and enqueues that attempt to resume the job from its checkpoint, unless the job's attempts
+were lost too often: then it is quarantined (toolq/store/lua/claim.lua, toolq/store/quarantine.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from toolq.store import keys
 from toolq.store.scripts import Script
+
+
+class Claim(NamedTuple):
+    job_id: str
+    attempt: int  # the new attempt: it fences off the old worker's writes
+    quarantine: bool = False  # end the job with worker_lost rather than run this attempt
 
 
 class Leases:
@@ -30,24 +37,28 @@ class Leases:
         )
 
     async def claim_expired(
-        self, model: str, grace_ms: int, limit: int = 100, settle_ms: int = 10_000
-    ) -> list[tuple[str, int]]:
-        """Take over every job of this model whose lease ran out; returns (job id, new attempt).
+        self, model: str, grace_ms: int, limit: int = 100, settle_ms: int = 10_000, max_attempts: int = 3
+    ) -> list[Claim]:
+        """Take over every job of this model whose lease ran out.
 
-        The caller enqueues each new attempt. The claim leaves a lease of ``grace_ms`` so that, if
-        the caller dies before enqueueing, the job is claimed again rather than lost. For
-        ``settle_ms`` after Redis restarts, leases that ran out while it was down are left for their
-        workers to renew (they may be alive and only have lost their connection).
+        The caller enqueues each new attempt, or ends a quarantined job (toolq/store/quarantine.py).
+        The claim leaves a lease of ``grace_ms`` so that, if the caller dies before doing so, the
+        job is claimed again rather than lost. For ``settle_ms`` after Redis restarts, leases that
+        ran out while it was down are left for their workers to renew (they may be alive and only
+        have lost their connection). A job whose attempts were lost ``max_attempts`` times
+        (claim.lua says which count) comes back with ``quarantine`` set, and is not to be run.
         """
         flat = await self._claim(
             leases=keys.LEASES,
+            quarantined=keys.QUARANTINED,
             model=model,
             job_prefix=keys.JOB_PREFIX,
             grace_ms=grace_ms,
             limit=limit,
             settle_ms=settle_ms,
+            max_attempts=max_attempts,
         )
-        return [(flat[i].decode(), int(flat[i + 1])) for i in range(0, len(flat), 2)]
+        return [Claim(flat[i].decode(), int(flat[i + 1]), bool(flat[i + 2])) for i in range(0, len(flat), 3)]
 
     async def release(self, job_id: str) -> None:
         """Make a job claimable at once (a worker handing it back on shutdown)."""

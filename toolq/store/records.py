@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any
 
 from toolq.api import JobAccepted, JobView, Links
-from toolq.protocol import JobRequest, JobResult, JobStatus, PendingAction, RequiredAction
+from toolq.protocol import AttemptEnd, JobRequest, JobResult, JobStatus, PendingAction, RequiredAction
 
 __all__ = ["FIELDS", "SCRIPT_ONLY", "JobRecord"]
 
@@ -49,6 +49,13 @@ FIELDS = (
     "prefer_until",  # until when (unix ms, Redis's clock)
     "placed",  # how dispatch.lua placed it: affinity, fallback_wait, fallback_gone, fallback_full
     "placed_ms",  # when dispatch.lua gave it its tenant's turn (fair share on; Redis's clock)
+    "worker_attempt",  # the attempt `worker` started (emit.lua, with `started`)
+    # Takeovers (toolq/store/lua/claim.lua): each taken-over attempt's worker and how it ended
+    # (JSON list of AttemptEnd), how many of them counted as lost, and '1' once the job is
+    # quarantined (it ends worker_lost instead of being run again).
+    "attempts",
+    "lost_attempts",
+    "quarantined",
 )
 
 # Fields only the thread scripts read: a run's request and arq job held back until its turn
@@ -106,6 +113,10 @@ class JobRecord:
     prefer_until_ms: int | None = None
     placed: str = ""
     placed_ms: int | None = None
+    worker_attempt: int | None = None
+    attempts_json: str = ""
+    lost_attempts: int = 0
+    quarantined: bool = False
 
     @classmethod
     def from_hash(cls, job_id: str, h: dict[bytes, bytes]) -> JobRecord:
@@ -139,6 +150,10 @@ class JobRecord:
             prefer_until_ms=int(d["prefer_until"]) if d.get("prefer_until") else None,
             placed=d.get("placed", ""),
             placed_ms=int(d["placed_ms"]) if d.get("placed_ms") else None,
+            worker_attempt=int(d["worker_attempt"]) if d.get("worker_attempt") else None,
+            attempts_json=d.get("attempts", ""),
+            lost_attempts=int(d.get("lost_attempts") or 0),
+            quarantined=d.get("quarantined") == "1",
         )
 
     def to_hash(self) -> dict[str, str]:
@@ -171,6 +186,10 @@ class JobRecord:
             "prefer_until": "" if self.prefer_until_ms is None else str(self.prefer_until_ms),
             "placed": self.placed,
             "placed_ms": "" if self.placed_ms is None else str(self.placed_ms),
+            "worker_attempt": "" if self.worker_attempt is None else str(self.worker_attempt),
+            "attempts": self.attempts_json,
+            "lost_attempts": str(self.lost_attempts) if self.lost_attempts else "",
+            "quarantined": "1" if self.quarantined else "",
         }
         return {k: v for k, v in h.items() if v != ""}
 
@@ -202,6 +221,11 @@ class JobRecord:
     def actions(self) -> dict[str, dict[str, Any]]:
         """The calls of the last pause by call id (a PendingAction's fields plus ``answer``)."""
         return json.loads(self.actions_json) if self.actions_json else {}
+
+    @cached_property
+    def attempts(self) -> list[AttemptEnd]:
+        """The attempts other workers took over, oldest first (claim.lua)."""
+        return [AttemptEnd.model_validate(a) for a in json.loads(self.attempts_json)] if self.attempts_json else []
 
     @property
     def required_action(self) -> RequiredAction | None:

@@ -157,6 +157,7 @@ document.addEventListener("alpine:init", () => {
     status: "",
     model: "",
     tenant: "",
+    quarantined: false, // only jobs quarantined after lost attempts (toolq/store/quarantine.py)
     list: [],
     next: null,
     error: "",
@@ -164,6 +165,7 @@ document.addEventListener("alpine:init", () => {
     init() {
       const p = new URLSearchParams(location.search);
       for (const k of ["q", "status", "model", "tenant"]) if (p.get(k)) this[k] = p.get(k);
+      this.quarantined = p.get("quarantined") === "true";
       this.load();
       this.timer = setInterval(() => {
         if (!this.next || this.list.length <= 50) this.load();
@@ -175,6 +177,7 @@ document.addEventListener("alpine:init", () => {
     params(cursor) {
       const p = new URLSearchParams();
       for (const k of ["q", "status", "model", "tenant"]) if (this[k].trim()) p.set(k, this[k].trim());
+      if (this.quarantined) p.set("quarantined", "true");
       if (cursor) p.set("cursor", cursor);
       return p;
     },

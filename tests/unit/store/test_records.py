@@ -72,6 +72,10 @@ def test_a_full_hash_round_trips_and_reads_typed():
         "prefer_until": "1300",
         "placed": "affinity",
         "placed_ms": "1100",
+        "worker_attempt": "2",
+        "attempts": json.dumps([{"attempt": 1, "worker": "w0", "ended": "lease_expired", "ms": 1200}]),
+        "lost_attempts": "1",
+        "quarantined": "1",
     }
     assert set(raw) == set(FIELDS)
     rec = JobRecord.from_hash("job_1", _hash(**raw))
@@ -82,6 +86,8 @@ def test_a_full_hash_round_trips_and_reads_typed():
     assert rec.checkpoint == {"messages": [], "iterations": 1}
     assert rec.actions == actions
     assert rec.view().result == result and rec.view().attempt == 2
+    assert [(a.attempt, a.worker, a.ended) for a in rec.attempts] == [(1, "w0", "lease_expired")]
+    assert rec.quarantined and rec.lost_attempts == 1 and rec.worker_attempt == 2
 
 
 def test_a_queued_hash_leaves_out_what_was_never_written():
