@@ -15,12 +15,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from toolq import errors
 from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
-from toolq.client.transport import Retryable, StreamEnded
+from toolq.client.transport import Retryable, StreamEnded, caller_trace
 from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
 from toolq.store.durability import NotReplicated
 from toolq.store.fleet import read_fleet
 from toolq.store.jobstore import JobNotFound, JobStore, NotSubmitted, QueueAtLimit
-from toolq.tracing.carrier import caller_carrier
 
 __all__ = ["DIRECT_TENANT", "STORE_ERRORS", "RedisTransport", "store_errors"]
 
@@ -58,7 +57,7 @@ class RedisTransport:
     async def submit(self, request: JobRequest, idempotency_key: str | None) -> str:
         with store_errors():
             model = (await read_fleet(self.store.redis)).resolve(request)
-            trace = caller_carrier()  # the caller's span: the job's spans continue its trace
+            trace = caller_trace()  # the caller's span: the job's spans continue its trace
             job_id, _ = await self.store.submit(
                 request,
                 model=model,
