@@ -47,6 +47,9 @@ def test_the_light_client_is_small_and_resolves_beside_redis_8(light):
     # a service on today's redis-py can embed it (arq's redis<6 pin is the worker's alone)
     out = venv.pip("install", "--dry-run", str(src), "redis==8.1.0", check=False)
     assert out.returncode == 0, out.stdout + out.stderr
+    # and so do the gateway and the webhook sender: no arq in their extras
+    out = venv.pip("install", "--dry-run", f"{src}[gateway,webhooks]", "redis==8.1.0", check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
 
 
 def test_import_toolq_loads_no_server_part(light):
@@ -58,6 +61,19 @@ def test_import_toolq_loads_no_server_part(light):
     assert where.startswith(str(venv.path)), where  # the installed copy, not this checkout
     loaded = [m for m in modules if any(m == s or m.startswith(s + ".") for s in SERVER_MODULES)]
     assert loaded == []
+    # a request with a tool definition builds without jsonschema (the gateway checks its schema)
+    # and still refuses what the protocol itself checks
+    code = (
+        "from toolq.client import build_request\n"
+        "tool = {'type': 'function', 'function': {'name': 'f', 'parameters': {'type': 'object'}}}\n"
+        "print(build_request('hi', tools=[tool]).tool_names())\n"
+        "try:\n"
+        "    build_request('hi', tools=[{'type': 'function', 'function': {'name': 'bad name'}}])\n"
+        "except ValueError as e:\n"
+        "    print('refused', 'bad name' in str(e))\n"
+    )
+    out = venv.run("python", "-c", code)
+    assert out.stdout.split("\n")[:2] == ["['f']", "refused True"], out.stdout + out.stderr
     # what needs an extra says which one
     out = venv.run("python", "-c", "import toolq; toolq.Client(redis_url='redis://127.0.0.1:1')")
     assert "pip install 'toolq[redis]'" in out.stderr
