@@ -79,6 +79,10 @@ def test_import_toolq_loads_no_server_part(light):
     assert "pip install 'toolq[redis]'" in out.stderr
     out = venv.run("python", "-c", "import toolq; toolq.tool")
     assert "No module named" in out.stderr
+    for command, extra in ((["demo"], "toolq[worker,gateway]"), (["tools", "serve", "m"], "toolq[tools]")):
+        out = venv.run("toolq", *command)
+        assert out.returncode == 2 and f"pip install '{extra}'" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
 
 
 def test_the_light_client_runs_a_job_over_http(light, redis_url):
