@@ -224,9 +224,9 @@ def start_arq_workers(url: str, n: int, max_jobs: int) -> list[subprocess.Popen]
 
 async def arq_jobs(url: str, n: int, concurrency: int) -> float:
     """Enqueue n empty jobs; seconds from the first enqueue to the last job finished."""
-    from toolq.store.arq_link import connect
+    from worker.pickup import arq_client
 
-    pool = connect(url)
+    pool = arq_client(url)
     gate = asyncio.Semaphore(concurrency)
 
     async def one() -> None:
@@ -294,9 +294,9 @@ async def floor_emit(script: Any, job_id: str, etype: str) -> None:
 
 async def floor_jobs(url: str, n: int, concurrency: int, followers: int) -> float:
     """Enqueue n floor jobs (a queued event, then arq's enqueue); seconds to the last final event."""
-    from toolq.store.arq_link import connect
+    from worker.pickup import arq_client
 
-    pool = connect(url)
+    pool = arq_client(url)
     script = pool.register_script(FLOOR_EVENT)
     gate = asyncio.Semaphore(concurrency)
     others = []

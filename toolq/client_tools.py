@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolq.api import ApprovalDecision, ToolResult
 from toolq.limits import MAX_TOOL_RESULT_BYTES
 from toolq.protocol import FunctionTool, PendingAction
-from toolq.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from toolq.tools import ToolRegistry
 
 __all__ = ["Approver", "ClientTools"]
 
@@ -32,19 +34,26 @@ class ClientTools:
         approve: Approver | None = None,
         timeout_s: float = 300.0,
     ):
-        self.registry = ToolRegistry(default_timeout_s=timeout_s)
-        named = functions.items() if isinstance(functions, Mapping) else ((None, fn) for fn in functions)
-        for name, fn in named:
-            self.registry.register(fn, name=name)
+        # the tool package (docstring-parser, jsonschema: the `tools` extra) only when there are
+        # functions: a job with approvals alone runs on the light client
+        self.registry: ToolRegistry | None = None
+        if functions:
+            from toolq.tools import ToolRegistry
+
+            self.registry = ToolRegistry(default_timeout_s=timeout_s)
+            named = functions.items() if isinstance(functions, Mapping) else ((None, fn) for fn in functions)
+            for name, fn in named:
+                self.registry.register(fn, name=name)
         self.approve = approve
 
     def definitions(self) -> list[FunctionTool]:
         """The functions as request tools that the caller runs."""
-        return [FunctionTool.model_validate({**spec, "execution": "client"}) for spec in self.registry.specs()]
+        specs = self.registry.specs() if self.registry is not None else []
+        return [FunctionTool.model_validate({**spec, "execution": "client"}) for spec in specs]
 
     async def result(self, call: PendingAction) -> ToolResult:
         """Run the function a call names; its failure (or no such function) is an error result."""
-        if call.name not in self.registry:
+        if self.registry is None or call.name not in self.registry:
             text = f"this client has no function for tool {call.name!r}"
             return ToolResult(tool_call_id=call.id, content=text, is_error=True)
         outcome = await self.registry.execute(call.name, call.arguments)

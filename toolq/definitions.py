@@ -16,14 +16,12 @@ import copy
 import json
 import re
 from collections.abc import Iterator
+from importlib.util import find_spec
 from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from toolq.limits import MAX_SCHEMA_BYTES
 
-__all__ = ["NAME_RE", "check_parameters", "check_tool_name", "function_spec"]
+__all__ = ["NAME_RE", "check_parameters", "check_tool_name", "function_spec", "metaschema_error"]
 
 # OpenAI's rule for function names; it also keeps names safe inside GBNF string literals.
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -43,6 +41,23 @@ def check_tool_name(name: str) -> str:
     return name
 
 
+def metaschema_error(schema: dict[str, Any]) -> tuple[str, str] | None:
+    """Where (a JSON pointer's parts joined by '/', or '(root)') and why the schema breaks Draft
+    2020-12's metaschema; None when it does not. Also None where jsonschema is not installed: the
+    light client (pyproject.toml) leaves this check to the gateway and the store's Redis mode,
+    whose extras install it."""
+    if find_spec("jsonschema") is None:
+        return None
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as e:
+        return "/".join(str(p) for p in e.absolute_path) or "(root)", e.message
+    return None
+
+
 def check_parameters(name: str, schema: Any) -> dict[str, Any]:
     """The schema, when it is a valid JSON Schema for an arguments object; ValueError naming the
     tool and the problem otherwise."""
@@ -51,11 +66,10 @@ def check_parameters(name: str, schema: Any) -> dict[str, Any]:
     size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
     if size > MAX_SCHEMA_BYTES:
         raise ValueError(f"tool {name!r}: parameters is {size} bytes of JSON, above the limit of {MAX_SCHEMA_BYTES}")
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as e:
-        where = "/".join(str(p) for p in e.absolute_path) or "(root)"
-        raise ValueError(f"tool {name!r}: parameters is not a valid JSON Schema at {where}: {e.message}") from None
+    broken = metaschema_error(schema)
+    if broken is not None:
+        where, why = broken
+        raise ValueError(f"tool {name!r}: parameters is not a valid JSON Schema at {where}: {why}")
     kind = schema.get("type", "object")
     if kind != "object":
         raise ValueError(f'tool {name!r}: parameters must describe an object ("type": "object"), not {kind!r}')

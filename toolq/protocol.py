@@ -4,7 +4,7 @@ Everything that crosses Redis or HTTP is one of these models, serialized as JSON
 results, job records) or msgpack (arq payloads); never pickle. Change a shape only on purpose
 and bump PROTOCOL_VERSION with it.
 
-A leaf of the house: besides pydantic and jsonschema it imports only its sizes
+A leaf of the house: besides pydantic (and jsonschema, where installed) it imports only its sizes
 (``toolq/limits.py``) and the tool-definition checks (``toolq/definitions.py``), which import
 nothing of the house either.
 """
@@ -18,7 +18,6 @@ from enum import Enum
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import jsonschema
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -29,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from toolq.definitions import check_parameters, check_tool_name
+from toolq.definitions import check_parameters, check_tool_name, metaschema_error
 from toolq.limits import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, MAX_STOP, MAX_TOOLS
 
 PROTOCOL_VERSION = 1
@@ -214,10 +213,9 @@ class ResponseFormat(_Model):
             size = len(json.dumps(self.json_schema, separators=(",", ":"), ensure_ascii=False))
             if size > MAX_SCHEMA_BYTES:
                 raise ValueError(f"the response format's schema is {size} bytes of JSON, above {MAX_SCHEMA_BYTES}")
-            try:
-                jsonschema.Draft202012Validator.check_schema(self.json_schema)
-            except jsonschema.SchemaError as e:
-                raise ValueError(f"the response format's schema is not a valid JSON Schema: {e.message}") from None
+            broken = metaschema_error(self.json_schema)
+            if broken is not None:
+                raise ValueError(f"the response format's schema is not a valid JSON Schema: {broken[1]}")
         elif self.json_schema is not None:
             raise ValueError("only a json_schema response format takes a schema")
         return self

@@ -29,7 +29,7 @@ from typing import Any
 import structlog
 
 from toolq.store import keys
-from toolq.store.arq_link import StalledPickups, WakeableWorker, make_worker
+from toolq.store.arq_link import StalledPickups
 from toolq.store.fair import FairQueue
 from toolq.store.jobstore import JobStore
 from toolq.store.leases import Leases
@@ -43,6 +43,7 @@ from worker.heartbeat import deregister, heartbeat
 from worker.held import HeldConversations, engine_holdings
 from worker.jobrun import run_job
 from worker.load import report_load
+from worker.pickup import WakeableWorker, make_worker
 from worker.settings import WorkerSettings
 from worker.sources.registry import RegistrySource
 from worker.sources.services import ServiceSource

@@ -1,7 +1,9 @@
-"""What toolq/store/arq_link.py relies on in arq, checked against the installed arq over a real Redis.
+"""What toolq/store/arq_link.py and worker/pickup.py rely on in arq, checked against the installed arq
+over a real Redis.
 
-If an arq release changes the job's stored format, the queue's sorted set or the poll hook that
-toolq's worker overrides, these tests fail before a deployment does. The last test is the promise
+If an arq release changes the job's stored format (which arq_link writes by its own code, without
+importing arq), the queue's sorted set or the poll hook that toolq's worker overrides, these tests
+fail before a deployment does. The last test is the promise
 to services that already use arq: a job enqueued by a plain arq client runs on a toolq worker.
 """
 
@@ -12,10 +14,10 @@ import inspect
 
 import msgpack
 import pytest
-from arq import create_pool
+from arq import constants, create_pool
 from arq.connections import RedisSettings
 from arq.constants import expires_extra_ms, job_key_prefix
-from arq.jobs import Job, deserialize_job
+from arq.jobs import Job, deserialize_job, serialize_job
 from arq.jobs import JobStatus as ArqJobStatus
 from arq.worker import Worker, func
 
@@ -24,6 +26,7 @@ from toolq.protocol import EventType, JobRequest, Message
 from toolq.store import arq_link, keys
 from toolq.store.fair import FairQueue
 from toolq.store.jobstore import JobStore
+from worker.pickup import WakeableWorker, arq_client, make_worker
 
 
 def req(text: str = "hi", **kw) -> JobRequest:
@@ -37,6 +40,42 @@ async def store(redis_url):
     await s.close()
 
 
+@pytest.fixture
+async def arq(redis_url):
+    """arq's own client, as the worker and other services' arq code use it."""
+    client = arq_client(redis_url)
+    yield client
+    await client.aclose()
+
+
+def test_the_stored_format_toolq_writes_without_arq_is_arqs():
+    # arq_link builds arq's payload and names arq's keys by its own code: byte for byte arq's
+    for job_id, attempt, et in (("j1", 1, 1_700_000_000_123), ("x" * 40, 17, 0)):
+        ours = arq_link.job_payload(job_id, attempt, et)
+        assert ours == serialize_job(arq_link.RUN_JOB, (job_id, attempt), {}, None, et, serializer=arq_link.pack)
+    assert (arq_link.JOB_KEY_PREFIX, arq_link.RESULT_KEY_PREFIX, arq_link.IN_PROGRESS_KEY_PREFIX) == (
+        constants.job_key_prefix,
+        constants.result_key_prefix,
+        constants.in_progress_key_prefix,
+    )
+    assert arq_link.EXPIRES_EXTRA_MS == constants.expires_extra_ms
+
+
+async def test_an_attempt_enqueued_by_toolq_is_the_job_arq_enqueue_job_writes(store, arq):
+    # enqueue_attempt is arq's enqueue_job in one script: the same keys, payload, expiry and score,
+    # and like it a no-op while the attempt's job key exists
+    await arq_link.enqueue_attempt(store.redis, "j", "m", 2)
+    assert await arq.enqueue_job(arq_link.RUN_JOB, "j", 2, _job_id="twin", _queue_name="twin-queue")
+    ours, theirs = [arq_link.unpack(await store.redis.get(job_key_prefix + i)) for i in ("j:2", "twin")]
+    assert {**ours, "et": 0} == {**theirs, "et": 0}
+    assert await store.redis.zscore(keys.queue("m"), "j:2") == ours["et"]
+    assert expires_extra_ms - 60_000 < await store.redis.pttl(job_key_prefix + "j:2") <= expires_extra_ms
+    assert await arq.enqueue_job(arq_link.RUN_JOB, "j", 2, _job_id="j:2", _queue_name=keys.queue("m")) is None
+    await arq_link.enqueue_attempt(store.redis, "j", "m", 2)  # queued already: nothing changes
+    assert await store.redis.zrange(keys.queue("m"), 0, -1) == [b"j:2"]
+    assert await store.redis.lrange(keys.wake("m"), 0, -1) == [b"j", b"j"]  # a wake token each time
+
+
 async def run_by_arqs_own_worker(redis_url: str, model: str) -> list[tuple[str, int]]:
     """Run arq's own Worker over the model's queue until it is empty; the (job id, attempt) it ran."""
     seen: list[tuple[str, int]] = []
@@ -48,7 +87,7 @@ async def run_by_arqs_own_worker(redis_url: str, model: str) -> list[tuple[str, 
     worker = Worker(
         functions=[func(run_job, name=arq_link.RUN_JOB)],
         queue_name=keys.queue(model),
-        redis_pool=arq_link.connect(redis_url),
+        redis_pool=arq_client(redis_url),
         burst=True,
         keep_result=0,
         handle_signals=False,
@@ -62,11 +101,11 @@ async def run_by_arqs_own_worker(redis_url: str, model: str) -> list[tuple[str, 
     return seen
 
 
-async def test_submit_writes_the_job_that_arq_enqueue_job_writes(store):
+async def test_submit_writes_the_job_that_arq_enqueue_job_writes(store, arq):
     job_id, _ = await store.submit(req(), model="m")
     ours_id = arq_link.arq_job_id(job_id, 1)
     # the same job, enqueued by arq itself into a queue of its own
-    assert await store.redis.enqueue_job(arq_link.RUN_JOB, job_id, 1, _job_id="twin", _queue_name="twin-queue")
+    assert await arq.enqueue_job(arq_link.RUN_JOB, job_id, 1, _job_id="twin", _queue_name="twin-queue")
 
     ours, theirs = [await store.redis.get(job_key_prefix + i) for i in (ours_id, "twin")]
     a, b = arq_link.unpack(ours), arq_link.unpack(theirs)
@@ -82,12 +121,10 @@ async def test_submit_writes_the_job_that_arq_enqueue_job_writes(store):
     for queue, member, payload in ((keys.queue("m"), ours_id, a), ("twin-queue", "twin", b)):
         assert await store.redis.type(queue) == b"zset"
         assert await store.redis.zscore(queue, member) == payload["et"]
-    job = Job(ours_id, store.redis, _queue_name=keys.queue("m"), _deserializer=arq_link.unpack)
+    job = Job(ours_id, arq, _queue_name=keys.queue("m"), _deserializer=arq_link.unpack)
     assert await job.status() == ArqJobStatus.queued
     # arq sees toolq's job as the job of that id: enqueueing it again does nothing
-    assert (
-        await store.redis.enqueue_job(arq_link.RUN_JOB, job_id, 1, _job_id=ours_id, _queue_name=keys.queue("m")) is None
-    )
+    assert await arq.enqueue_job(arq_link.RUN_JOB, job_id, 1, _job_id=ours_id, _queue_name=keys.queue("m")) is None
 
 
 async def test_arqs_own_worker_runs_a_job_toolq_submitted(store, redis_url):
@@ -95,7 +132,7 @@ async def test_arqs_own_worker_runs_a_job_toolq_submitted(store, redis_url):
     assert await run_by_arqs_own_worker(redis_url, "m") == [(job_id, 1)]
 
 
-async def test_a_fair_job_is_stored_as_arq_stores_it_and_queued_only_when_dispatched(redis_url):
+async def test_a_fair_job_is_stored_as_arq_stores_it_and_queued_only_when_dispatched(redis_url, arq):
     """Fair share (toolq/store/fair.py) writes arq's job key at submit and adds the arq id to arq's
     queue at dispatch: arq's own worker then runs it like any job it enqueued."""
     fair = JobStore.from_url(redis_url, fair=True)
@@ -106,7 +143,7 @@ async def test_a_fair_job_is_stored_as_arq_stores_it_and_queued_only_when_dispat
         stored = deserialize_job(await fair.redis.get(job_key_prefix + arq_id), deserializer=arq_link.unpack)
         assert (stored.function, list(stored.args)) == ("run_job", [job_id, 1])
         # arq already counts the stored job as existing: its enqueue_job refuses a twin
-        assert await fair.redis.enqueue_job(arq_link.RUN_JOB, job_id, 1, _job_id=arq_id, _queue_name="x") is None
+        assert await arq.enqueue_job(arq_link.RUN_JOB, job_id, 1, _job_id=arq_id, _queue_name="x") is None
         [d] = await FairQueue(fair.redis).dispatch("m", 1)
         assert d.queued and await fair.redis.zscore(keys.queue("m"), arq_id) is not None
         assert arq_link.stored_job_args() == {"arq_prefix": job_key_prefix, "expires_ms": expires_extra_ms}
@@ -119,7 +156,7 @@ def test_the_poll_hook_toolq_overrides_is_arqs():
     hook = Worker._poll_iteration
     assert inspect.iscoroutinefunction(hook) and list(inspect.signature(hook).parameters) == ["self"]
     assert "await self._poll_iteration()" in inspect.getsource(Worker.main)  # arq's loop calls it every poll
-    assert arq_link.WakeableWorker._poll_iteration is not hook
+    assert WakeableWorker._poll_iteration is not hook
 
     async def noop() -> None: ...
 
@@ -127,7 +164,7 @@ def test_the_poll_hook_toolq_overrides_is_arqs():
         return "ok"
 
     # every argument make_worker passes is still one of Worker's, and what the hook reads is there
-    worker = arq_link.make_worker(
+    worker = make_worker(
         model="m",
         worker_id="w1",
         redis_url="redis://127.0.0.1:1/0",
@@ -190,7 +227,7 @@ def test_the_pickup_toolq_does_in_one_script_is_arqs():
         "self.job_counter = self.job_counter + 1",
     ):
         assert line in src, line
-    assert arq_link.WakeableWorker.start_jobs is not Worker.start_jobs
+    assert WakeableWorker.start_jobs is not Worker.start_jobs
 
 
 async def test_a_batch_is_taken_once_and_run_by_arqs_run_job(redis_url):
@@ -206,14 +243,14 @@ async def test_a_batch_is_taken_once_and_run_by_arqs_run_job(redis_url):
 
     async def noop(*_: object) -> None: ...
 
-    def worker(name: str, max_jobs: int) -> arq_link.WakeableWorker:
-        return arq_link.make_worker(
+    def worker(name: str, max_jobs: int) -> WakeableWorker:
+        return make_worker(
             model="m", worker_id=name, redis_url=redis_url, run=run, on_startup=noop, on_shutdown=noop,
             max_jobs=max_jobs, job_timeout_s=60, poll_delay_s=0.5, wake=True, shutdown_grace_s=1,
             handle_signals=False,
         )  # fmt: skip
 
-    pool = arq_link.connect(redis_url)
+    pool = arq_client(redis_url)
     a, b, c = worker("a", 2), worker("b", 1), worker("c", 8)
     try:
         for i in range(4):

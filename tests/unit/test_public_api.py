@@ -25,7 +25,9 @@ def test_nothing_public_leaks_beside_all():
         for name, value in vars(toolq).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
-    assert exposed == set(toolq.__all__)
+    # tool and ToolService are imported when first asked for (toolq/__init__.py), so they may not be here yet
+    assert exposed <= set(toolq.__all__)
+    assert set(toolq.__all__) <= set(dir(toolq))
 
 
 def test_the_sdk_names_import_from_where_they_did():

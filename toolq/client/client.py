@@ -63,7 +63,10 @@ class Client(ThreadMethods, WebhookMethods):
         if transport is not None:
             self.transport = transport
         elif redis_url is not None:
-            from toolq.client.redis_transport import RedisTransport  # Redis mode only: HTTP users need no arq
+            try:  # the store, on redis-py: the `redis` extra, which the light client leaves out
+                from toolq.client.redis_transport import RedisTransport
+            except ImportError as e:
+                raise ImportError(f"the Redis mode needs the redis extra ({e}): pip install 'toolq[redis]'") from e
 
             self.transport = RedisTransport(redis_url)
         else:

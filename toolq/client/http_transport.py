@@ -4,31 +4,32 @@ gateway's SSE stream (httpx-sse), and error answers become toolq.errors through
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import httpx
 from httpx_sse import aconnect_sse
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, Field
 
 from toolq import errors
 from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
-from toolq.client.transport import Retryable, StreamEnded
+from toolq.client.transport import Retryable, StreamEnded, caller_trace
 from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
-from toolq.tracing.carrier import caller_carrier
 
 __all__ = ["ClientSettings", "HttpTransport"]
 
 _ANSWERS_PATH: dict[ActionKind, str] = {"client": "tool_results", "approval": "approvals"}
 
 
-class ClientSettings(BaseSettings):
-    """Defaults for the HTTP mode: ``TOOLQ_URL`` and ``TOOLQ_API_KEY``."""
+class ClientSettings(BaseModel):
+    """Defaults for the HTTP mode: ``TOOLQ_URL`` and ``TOOLQ_API_KEY``.
 
-    model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
+    Read from the environment by hand rather than with pydantic-settings, which the light client
+    does not install (its two packages would take ``pip install toolq`` past 14, pyproject.toml)."""
 
-    url: str = "http://127.0.0.1:8000"
-    api_key: str | None = None
+    url: str = Field(default_factory=lambda: os.environ.get("TOOLQ_URL") or "http://127.0.0.1:8000")
+    api_key: str | None = Field(default_factory=lambda: os.environ.get("TOOLQ_API_KEY") or None)
 
 
 class HttpTransport:
@@ -63,7 +64,7 @@ class HttpTransport:
 
     async def submit(self, request: JobRequest, idempotency_key: str | None) -> str:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        trace = caller_carrier()  # the caller's span: the job's spans continue its trace (gateway/tracing.py)
+        trace = caller_trace()  # the caller's span: the job's spans continue its trace (gateway/tracing.py)
         if trace:
             headers.update(trace.as_dict())
         body = await self._call(

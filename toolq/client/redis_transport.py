@@ -25,14 +25,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from toolq import errors
 from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.budgets import budget_refusal
-from toolq.client.transport import Retryable, StreamEnded
+from toolq.client.transport import Retryable, StreamEnded, caller_trace
 from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
 from toolq.settings import AdmissionSettings
 from toolq.store.admission import QueueBounds
 from toolq.store.durability import NotReplicated
 from toolq.store.fleet import read_fleet
 from toolq.store.jobstore import JobNotFound, JobStore, NotSubmitted, QueueAtLimit
-from toolq.tracing.carrier import caller_carrier
 from toolq.webhook_settings import WebhookSettings
 from toolq.webhook_target import settle_webhook
 
@@ -83,7 +82,7 @@ class RedisTransport:
                 raise refused
             request = await settle_webhook(request, DIRECT_TENANT, self.webhooks)
             model = (await read_fleet(self.store.redis)).resolve(request)
-            trace = caller_carrier()  # the caller's span: the job's spans continue its trace
+            trace = caller_trace()  # the caller's span: the job's spans continue its trace
             job_id, _ = await self.store.submit(
                 request,
                 model=model,

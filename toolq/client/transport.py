@@ -11,12 +11,26 @@ transport raises the SDK's own errors (toolq.errors); while following events it 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
-from typing import Protocol
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Protocol
 
 from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
 
-__all__ = ["Retryable", "StreamEnded", "Transport"]
+if TYPE_CHECKING:
+    from toolq.tracing.carrier import TraceCarrier
+
+__all__ = ["Retryable", "StreamEnded", "Transport", "caller_trace"]
+
+
+def caller_trace() -> TraceCarrier | None:
+    """The caller's current span, so that the job's spans continue its trace; None where
+    OpenTelemetry is not installed (the light client, pyproject.toml): no span can be current then."""
+    if find_spec("opentelemetry") is None:
+        return None
+    from toolq.tracing.carrier import caller_carrier
+
+    return caller_carrier()
 
 
 class StreamEnded(Exception):

@@ -47,7 +47,11 @@ def cmd_events(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from toolq.commands.demo import run_demo
+    try:  # the demo starts a worker and a gateway: the light client has neither
+        from toolq.commands.demo import run_demo
+    except ImportError as e:
+        need = "pip install 'toolq[worker,gateway]'"
+        raise CommandError(f"demo needs the worker and gateway extras ({e}): {need}") from None
 
     return run_demo(args)
 

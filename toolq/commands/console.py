@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any
 
 import httpx
-from rich.console import Console
-from rich.markup import escape
-from rich.panel import Panel
 
 from toolq.client import Client
 from toolq.errors import ToolqError
@@ -29,6 +27,13 @@ from toolq.payloads import (
     payload,
 )
 from toolq.protocol import Event, EventType
+
+if TYPE_CHECKING or find_spec("rich") is not None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.panel import Panel
+else:  # the light client installs no rich (pyproject.toml): the same calls, as plain lines
+    from toolq.commands.plain_console import Console, Panel, escape
 
 EXIT_OK, EXIT_FAILED, EXIT_CANCELLED, EXIT_REFUSED = 0, 1, 2, 3
 _EXIT_OF = {EventType.final: EXIT_OK, EventType.error: EXIT_FAILED, EventType.cancelled: EXIT_CANCELLED}

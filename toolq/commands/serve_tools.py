@@ -34,11 +34,14 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from toolq.logs import configure_logging
-    from toolq.services.service import serve
-    from toolq.settings import RedisSettings
-    from toolq.store import redis_urls
-    from toolq.tools import ToolLoadError, ToolRegistry, load_tool_modules
+    try:  # the tool package and the store: the light client (pyproject.toml) has neither
+        from toolq.logs import configure_logging
+        from toolq.services.service import serve
+        from toolq.settings import RedisSettings
+        from toolq.store import redis_urls
+        from toolq.tools import ToolLoadError, ToolRegistry, load_tool_modules
+    except ImportError as e:
+        raise CommandError(f"tools serve needs the tools extra ({e}): pip install 'toolq[tools]'") from None
 
     if args.concurrency < 1:
         raise CommandError(f"--concurrency must be at least 1, got {args.concurrency}")

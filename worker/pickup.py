@@ -1,0 +1,215 @@
+"""The worker's pickup: arq's ``Worker``, woken by enqueuers, taking a batch in one script, and the
+only module of the house that imports arq (an import-linter contract in pyproject.toml).
+
+arq 0.28 pins ``redis<6`` in its own metadata, so the worker's extra installs redis-py 5 with it;
+the store below (toolq/store/arq_link.py holds arq's stored formats, without importing arq) runs on
+any redis-py 5 to 8, and so do the gateway, the webhook sender and the SDK. What this module
+relies on in arq's internals is listed in toolq/store/arq_link.py and pinned by
+tests/integration/test_arq_contract.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import structlog
+from arq.connections import ArqRedis
+from arq.utils import timestamp_ms
+from arq.worker import Retry as ArqRetry
+from arq.worker import Worker, func
+from redis.exceptions import RedisError
+
+from toolq.store import arq_link, keys
+from toolq.store.scripts import Script
+
+log = structlog.get_logger("toolq.worker")
+
+
+def arq_client(url: str, **kwargs: Any) -> ArqRedis:
+    """arq's own client class, with toolq's serializer, on the store's retrying pool: what arq's
+    ``Worker`` reads the queue through (and what a service that enqueues with arq would use)."""
+    client = ArqRedis(
+        arq_link.retrying_pool(url), job_serializer=arq_link.pack, job_deserializer=arq_link.unpack, **kwargs
+    )
+    client.auto_close_connection_pool = True  # the pool is this client's alone
+    return client
+
+
+JobHandler = Callable[[str, int], Awaitable[str]]
+# Given the free slots, puts fairly chosen jobs on the queue; may return the seconds until it
+# should be asked again (a job left to another worker stops waiting for it then).
+Feeder = Callable[[int], Awaitable[float | None]]
+
+
+class WakeableWorker(Worker):
+    """arq's Worker, woken by enqueuers instead of sleeping a poll, and riding out Redis outages.
+
+    ``wake_key`` None polls as plain arq does (the benchmarks compare the two); ``own_wake_key``
+    is this worker's own list, pushed when a job is offered to it first. ``feed``, given the free
+    slots, puts the jobs due next on the queue before each look at it (fair share); ``worker_id``
+    and ``reserved_key`` let the pickup honour affinity's reservations (toolq/store/affinity.py).
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        wake_key: str | None = None,
+        own_wake_key: str | None = None,
+        feed: Feeder | None = None,
+        worker_id: str,
+        reserved_key: str,
+        **kwargs: Any,
+    ):
+        super().__init__(*args, **kwargs)
+        self.wake_key = wake_key
+        self.own_wake_key = own_wake_key
+        self.feed = feed
+        self.worker_id = worker_id
+        self.reserved_key = reserved_key
+        self._start: Script | None = None  # toolq/store/lua/arq_start.lua, registered on first use
+        self._taken = 0  # jobs start_jobs took in this look at the queue
+        self._woken = False  # this look was woken by a wake token (BLPOP)
+
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        """arq's start_jobs in one round trip: take the jobs no worker has in progress (the same
+        check and in-progress mark, toolq/store/lua/arq_start.lua), then run each with arq's run_job."""
+        free = self.max_jobs - self.job_counter
+        if free <= 0 or not job_ids:
+            return
+        if self._start is None:
+            self._start = Script(self.pool, "arq_start")
+        taken = await self._start(
+            queue=self.queue_name,
+            reserved=self.reserved_key,
+            progress_prefix=arq_link.IN_PROGRESS_KEY_PREFIX,
+            mark_ms=int(self.in_progress_timeout_s * 1000),
+            now_ms=timestamp_ms(),
+            arq_ids="\n".join(j.decode() for j in job_ids),
+            limit=free,
+            asking=self.worker_id,
+        )
+        self._taken += len(taken) // 2
+        for i in range(0, len(taken), 2):
+            job_id, score = taken[i].decode(), int(float(taken[i + 1]))
+            await self.sem.acquire()  # free: job_counter was below max_jobs for each of them
+            self.job_counter += 1
+            task = self.loop.create_task(self.run_job(job_id, score))
+            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            self.tasks[job_id] = task
+
+    async def _poll_iteration(self) -> None:
+        # arq's poll() sleeps whatever is left of poll_delay after each iteration, so a wake
+        # must be served inside the iteration: keep picking and waiting until the step is used up.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.poll_delay_s
+        while True:
+            self._taken = 0
+            again: float | None = None
+            try:
+                if self.feed is not None and self.allow_pick_jobs and self.job_counter < self.max_jobs:
+                    again = await self.feed(self.max_jobs - self.job_counter)
+                await super()._poll_iteration()
+                await self._drop_spent_tokens()
+            except (RedisError, OSError) as e:
+                log.warning("queue poll failed; retrying", error=str(e))
+                await asyncio.sleep(min(1.0, self.poll_delay_s))
+                return
+            left = deadline - loop.time()
+            if left <= 0 or not self.allow_pick_jobs or self.wake_key is None:
+                return  # plain arq: its poll() sleeps the rest of poll_delay
+            await self._wait_for_work(left if again is None else max(0.001, min(left, again)))
+
+    async def _drop_spent_tokens(self) -> None:
+        """Every enqueue pushes one wake token, so a look that took n jobs leaves behind the
+        tokens of the jobs it took (n, less the one that woke it): drop that many of the oldest,
+        or each would wake a worker for a look at a queue that no longer holds its job (a wake
+        list read, a dispatch and a queue read each). A token dropped in error costs at most a
+        poll delay: the loop looks again every ``poll_delay``."""
+        spent = self._taken - (1 if self._woken else 0)
+        self._woken = False
+        if spent > 0 and self.wake_key is not None:
+            # redis-py types each command for both clients (a result or an awaitable)
+            await cast("Awaitable[bool]", self.pool.ltrim(self.wake_key, 0, -spent - 1))
+
+    async def _wait_for_work(self, timeout: float) -> None:
+        """Block until a job may be waiting: a wake token when idle, a finished job when busy."""
+        if self.job_counter < self.max_jobs:
+            try:
+                # redis-py types each command for both clients (a result or an awaitable); BLPOP takes
+                # fractional seconds since Redis 6, though redis-py types the timeout as an int.
+                lists = [self.own_wake_key, self.wake_key] if self.own_wake_key else [self.wake_key]
+                woken = self.pool.blpop(lists, timeout=timeout)  # type: ignore[arg-type]
+                self._woken = await cast("Awaitable[list[bytes] | None]", woken) is not None
+            except (RedisError, OSError):
+                await asyncio.sleep(timeout)
+        else:
+            busy = [t for t in self.tasks.values() if not t.done()]
+            if busy:
+                await asyncio.wait(busy, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await asyncio.sleep(min(timeout, 0.01))
+
+
+def make_worker(
+    *,
+    model: str,
+    worker_id: str,
+    redis_url: str,
+    run: JobHandler,
+    on_startup: Callable[[ArqRedis], Awaitable[None]],
+    on_shutdown: Callable[[], Awaitable[None]],
+    max_jobs: int,
+    job_timeout_s: float,
+    poll_delay_s: float,
+    wake: bool,
+    shutdown_grace_s: float,
+    handle_signals: bool = True,
+    feed: Feeder | None = None,
+) -> WakeableWorker:
+    """An arq worker for the model's queue that runs ``run(job id, attempt)`` for each job.
+
+    ``on_startup`` gets the worker's Redis client once arq has connected; ``on_shutdown`` runs when
+    arq closes. ``worker.ctx["worker_id"]`` is the id.
+    """
+    pool = arq_client(redis_url, default_queue_name=keys.queue(model))
+
+    async def run_job(ctx: dict[str, Any], job_id: str, attempt: int) -> str:
+        try:
+            return await run(job_id, attempt)
+        except arq_link.RunAgain as e:
+            raise ArqRetry(defer=e.defer_s) from None
+
+    async def startup(ctx: dict[str, Any]) -> None:
+        await on_startup(ctx["redis"])
+
+    async def shutdown(ctx: dict[str, Any]) -> None:
+        await on_shutdown()
+
+    worker = WakeableWorker(
+        functions=[func(run_job, name=arq_link.RUN_JOB)],
+        queue_name=keys.queue(model),
+        redis_pool=pool,
+        on_startup=startup,
+        on_shutdown=shutdown,
+        max_jobs=max_jobs,
+        job_timeout=job_timeout_s,
+        keep_result=0,  # results live in the job record, typed; arq's would be pickled-shaped
+        max_tries=1000,  # attempts are toolq's (leases); an arq retry of a stale attempt is a no-op
+        poll_delay=poll_delay_s,
+        health_check_interval=5,
+        health_check_key=keys.health(worker_id),
+        handle_signals=handle_signals,
+        job_completion_wait=shutdown_grace_s,
+        job_serializer=arq_link.pack,
+        job_deserializer=arq_link.unpack,
+        log_results=False,
+        wake_key=keys.wake(model) if wake else None,
+        own_wake_key=keys.worker_wake(model, worker_id) if wake else None,
+        feed=feed,
+        worker_id=worker_id,
+        reserved_key=keys.affinity_reserved(model),
+    )
+    worker.ctx["worker_id"] = worker_id
+    return worker
