@@ -7,7 +7,8 @@ The schema is checked with jsonschema's Draft 2020-12 metaschema, not by hand. W
 cannot express (``minimum``, ``pattern``, ``format``, ...) is still enforced: the arguments the
 model wrote are validated against the whole schema after generation (``toolq/tools/schema_tool.py``).
 Only what could never be enforced here is refused: a ``$ref`` that points outside the schema,
-which would need a network fetch.
+which would need a network fetch, and a schema past the bounds of toolq/schema_bounds.py, whose
+grammar or checks would cost more than a worker can spare.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from toolq.limits import MAX_SCHEMA_BYTES
+from toolq.schema_bounds import SchemaTooLarge, check_schema_bounds
 
-__all__ = ["NAME_RE", "check_parameters", "check_tool_name", "function_spec"]
+__all__ = ["NAME_RE", "check_bounds", "check_parameters", "check_tool_name", "function_spec"]
 
 # OpenAI's rule for function names; it also keeps names safe inside GBNF string literals.
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -51,6 +53,7 @@ def check_parameters(name: str, schema: Any) -> dict[str, Any]:
     size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
     if size > MAX_SCHEMA_BYTES:
         raise ValueError(f"tool {name!r}: parameters is {size} bytes of JSON, above the limit of {MAX_SCHEMA_BYTES}")
+    check_bounds(schema, f"tool {name!r}: parameters")  # before the metaschema, which recurses without a bound
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as e:
@@ -65,6 +68,15 @@ def check_parameters(name: str, schema: Any) -> dict[str, Any]:
                 f"tool {name!r}: $ref {ref!r} points outside the schema; only local references (#/...) are supported"
             )
     return schema
+
+
+def check_bounds(schema: Any, what: str) -> None:
+    """ValueError naming the field, e.g. ``tool 'f': parameters.properties.x.minLength is ...``,
+    when the schema passes a bound of toolq/schema_bounds.py."""
+    try:
+        check_schema_bounds(schema)
+    except SchemaTooLarge as e:
+        raise ValueError(f"{what}.{e}" if e.path else f"{what}: {e}") from None
 
 
 def _refs(node: Any) -> Iterator[str]:
