@@ -17,6 +17,7 @@ import copy
 import json
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -54,11 +55,9 @@ def check_parameters(name: str, schema: Any) -> dict[str, Any]:
     if size > MAX_SCHEMA_BYTES:
         raise ValueError(f"tool {name!r}: parameters is {size} bytes of JSON, above the limit of {MAX_SCHEMA_BYTES}")
     check_bounds(schema, f"tool {name!r}: parameters")  # before the metaschema, which recurses without a bound
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as e:
-        where = "/".join(str(p) for p in e.absolute_path) or "(root)"
-        raise ValueError(f"tool {name!r}: parameters is not a valid JSON Schema at {where}: {e.message}") from None
+    problem = _metaschema_problem(json.dumps(schema, sort_keys=True, separators=(",", ":")))
+    if problem:
+        raise ValueError(f"tool {name!r}: parameters is not a valid JSON Schema at {problem}")
     kind = schema.get("type", "object")
     if kind != "object":
         raise ValueError(f'tool {name!r}: parameters must describe an object ("type": "object"), not {kind!r}')
@@ -77,6 +76,18 @@ def check_bounds(schema: Any, what: str) -> None:
         check_schema_bounds(schema)
     except SchemaTooLarge as e:
         raise ValueError(f"{what}.{e}" if e.path else f"{what}: {e}") from None
+
+
+@lru_cache(maxsize=1024)
+def _metaschema_problem(schema_json: str) -> str | None:
+    """Where and why a schema fails the metaschema, or None. The check costs about 1 ms per
+    subschema (jsonschema's 2020-12 metaschema), and callers send the same tools again and again,
+    so each distinct schema is checked once per process."""
+    try:
+        Draft202012Validator.check_schema(json.loads(schema_json))
+    except SchemaError as e:
+        return f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
+    return None
 
 
 def _refs(node: Any) -> Iterator[str]:

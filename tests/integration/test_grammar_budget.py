@@ -29,7 +29,7 @@ WIDE = FunctionTool.model_validate(
 
 async def test_a_grammar_past_the_budget_ends_its_job_and_the_other_job_finishes(redis_url, store):  # noqa: F811
     engine = ScriptedEngine([Rule("slow", "fine " * 60), Rule("", "never")], token_delay_s=0.01, slots=2)
-    async with running_worker(redis_url, engine, grammar_max_bytes=16384):
+    async with running_worker(redis_url, engine, grammar_max_bytes=16384) as worker:
         plain, _ = await store.submit(req("slow", tool_choice="none"), model="scripted")
         hostile, _ = await store.submit(req("call it", tools=[WIDE], tool_choice="required"), model="scripted")
         started = time.monotonic()
@@ -40,3 +40,7 @@ async def test_a_grammar_past_the_budget_ends_its_job_and_the_other_job_finishes
         assert plain_events[-1].type == EventType.final
         assert (await store.result(plain)).content == ("fine " * 60).strip()
         assert time.monotonic() - started < 15
+        for _ in range(200):  # both attempts wrap up (their tasks end) before the worker closes
+            if not worker.tasks:
+                break
+            await asyncio.sleep(0.05)
