@@ -5,8 +5,8 @@ results, job records) or msgpack (arq payloads); never pickle. Change a shape on
 and bump PROTOCOL_VERSION with it.
 
 A leaf of the house: besides pydantic (and jsonschema, where installed) it imports only its sizes
-(``toolq/limits.py``) and the tool-definition checks (``toolq/definitions.py``), which import
-nothing of the house either.
+(``toolq/limits.py``) and the tool-definition checks (``toolq/definitions.py``, with their bounds
+``toolq/schema_bounds.py`` and ``toolq/patterns.py``), which import nothing else of the house.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from toolq.definitions import check_parameters, check_tool_name, metaschema_error
+from toolq.definitions import check_bounds, check_parameters, check_tool_name, metaschema_error
 from toolq.limits import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, MAX_STOP, MAX_TOOLS
 
 PROTOCOL_VERSION = 1
@@ -213,6 +213,7 @@ class ResponseFormat(_Model):
             size = len(json.dumps(self.json_schema, separators=(",", ":"), ensure_ascii=False))
             if size > MAX_SCHEMA_BYTES:
                 raise ValueError(f"the response format's schema is {size} bytes of JSON, above {MAX_SCHEMA_BYTES}")
+            check_bounds(self.json_schema, "json_schema")
             broken = metaschema_error(self.json_schema)
             if broken is not None:
                 raise ValueError(f"the response format's schema is not a valid JSON Schema: {broken[1]}")
@@ -394,6 +395,7 @@ class ErrorCode(str, Enum):
     action_timeout = "action_timeout"  # a pause for the caller ran past its deadline
     tool_service_unavailable = "tool_service_unavailable"
     engine_error = "engine_error"
+    grammar_too_large = "grammar_too_large"  # the tools' or the answer's grammar passed the worker's budget
     worker_lost = "worker_lost"
     budget_exceeded = "budget_exceeded"  # the job's tokens across its rounds passed its tenant's cap
     internal = "internal"

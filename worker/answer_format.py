@@ -13,9 +13,8 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from toolq.protocol import ResponseFormat
+from toolq.re2_validator import Re2Draft202012Validator
 from worker.generation import EngineError
 from worker.grammar import GrammarBuilder
 
@@ -49,7 +48,7 @@ def answer_problem(fmt: ResponseFormat, text: str) -> str | None:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         return f"the answer is not valid JSON ({e.msg})"
-    errors = sorted(Draft202012Validator(_schema(fmt)).iter_errors(value), key=lambda e: list(e.absolute_path))
+    errors = sorted(Re2Draft202012Validator(_schema(fmt)).iter_errors(value), key=lambda e: list(e.absolute_path))
     if errors:
         where = "/".join(str(p) for p in errors[0].absolute_path) or "(root)"
         return f"the answer does not match the response format's schema at {where}: {errors[0].message}"

@@ -39,6 +39,7 @@ from worker.cancel import watch_cancels
 from worker.conversation import ConversationLoop
 from worker.formats.choice import choose_format
 from worker.generation import Engine
+from worker.grammar.budget import GrammarBudget
 from worker.heartbeat import deregister, heartbeat
 from worker.held import HeldConversations, engine_holdings
 from worker.jobrun import run_job
@@ -72,6 +73,7 @@ def build_loop(settings: WorkerSettings, engine: Engine, tools: ToolResolver) ->
         tools,
         tool_timeout_s=settings.tool_timeout_s,
         prompt_variant=settings.prompt_variant,
+        grammar_budget=GrammarBudget(settings.grammar_max_bytes, settings.grammar_build_timeout_s),
     )
 
 

@@ -80,7 +80,9 @@ async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
 async def _attempt(state: WorkerState, rec: JobRecord, events: EventLog, started_ms: int) -> tuple[str, Usage]:
     """The attempt once started: returns the word for the queue's log and the tokens it used."""
     job_id, attempt = rec.job_id, rec.attempt
-    request, checkpoint = rec.request, rec.checkpoint
+    # the request is validated again as it is read (its tools' schemas against the metaschema:
+    # about 1 ms per subschema here), off the loop so that heartbeats and other slots go on
+    request, checkpoint = await asyncio.to_thread(lambda: rec.request), rec.checkpoint
     queue_ms = max(0, started_ms - (rec.created_ms or started_ms)) if attempt == 1 else 0
     loop_state = LoopState.from_checkpoint(checkpoint) if checkpoint else None
     if loop_state is not None and rec.actions:

@@ -88,6 +88,11 @@ class WorkerSettings(BaseSettings):
     # How long the effect journal keeps an effect's record (toolq/tools/journal.py): a run under
     # the same key after it acts again.
     effect_journal_ttl_s: float = Field(default=7 * 24 * 3600.0, gt=0)
+    # A grammar built from callers' schemas (worker/grammar/budget.py): bytes of GBNF text it may
+    # have, and how long the loop waits for it to be built off the loop; past either, the job
+    # ends with grammar_too_large and the worker goes on.
+    grammar_max_bytes: int = Field(default=256 * 1024, ge=4096)
+    grammar_build_timeout_s: float = Field(default=10.0, gt=0)
 
     # Jobs
     max_jobs: int | None = Field(default=None, ge=1)  # None: one job per slot of the engine

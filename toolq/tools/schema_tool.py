@@ -3,7 +3,8 @@ the worker sees it, an MCP server's tool.
 
 Its calls are checked with jsonschema against the whole schema, so what the grammar could not
 express (``minimum``, ``pattern``, ``format``, ``uniqueItems``...) is enforced after generation,
-and the model is told what to fix in the same words as for a registry tool.
+and the model is told what to fix in the same words as for a registry tool. The caller's regexes
+run on RE2 (toolq/re2_validator.py).
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 
 from toolq.definitions import function_spec
+from toolq.re2_validator import re2_validator
 from toolq.tools.messages import not_an_object, signature_text
 from toolq.tools.validation import CheckedCall
 
@@ -30,10 +31,10 @@ class SchemaTool:
     parameters: dict[str, Any]
     requires_approval: bool = False
     timeout_s: float | None = None
-    _validator: Draft202012Validator = field(init=False, repr=False, compare=False)
+    _validator: Any = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        validator = Draft202012Validator(self.parameters, format_checker=FormatChecker())
+        validator = re2_validator(self.parameters)
         object.__setattr__(self, "_validator", validator)
 
     def spec(self) -> dict[str, Any]:

@@ -6,16 +6,18 @@ trigger, the grammar is one call (``call_grammar``). A round without tools is fr
 answer grammar of ``response_format`` (``worker/answer_format.py``).
 
 Building and checking a grammar takes ~10 ms and a tool set's grammar never changes, so tool
-grammars are cached per (format, tools, mode).
+grammars are cached per (format, tools, mode). A caller's schema can make one much larger, so each
+is built off the event loop within the worker's budget (worker/grammar/budget.py).
 """
 
 from __future__ import annotations
 
 import json
 
-from toolq.protocol import JobRequest
+from toolq.protocol import JobRequest, ResponseFormat
 from worker.answer_format import answer_grammar
 from worker.formats.base import ToolCallFormat, ToolDefinition
+from worker.grammar.budget import GrammarBudget, build
 
 GRAMMAR_CACHE = 256  # distinct (tool set, mode) grammars kept
 
@@ -23,19 +25,24 @@ GRAMMAR_CACHE = 256  # distinct (tool set, mode) grammars kept
 Constraint = tuple[str | None, str | None]
 
 
-def answer_constraint(request: JobRequest) -> Constraint:
-    """A round without tools: the answer, free or in the request's response format."""
-    return (answer_grammar(request.response_format) if request.response_format else None), None
-
-
 class ToolGrammars:
-    """Tool-call grammars, built once per (format, tools, mode)."""
+    """Tool-call grammars, built once per (format, tools, mode), and answer grammars; each built
+    off the event loop within ``budget``."""
 
-    def __init__(self, size: int = GRAMMAR_CACHE):
+    def __init__(self, size: int = GRAMMAR_CACHE, budget: GrammarBudget | None = None):
         self.size = size
+        self.budget = budget or GrammarBudget()
         self._built: dict[tuple[str, str, bool], str] = {}
 
-    def constraint(
+    async def answer(self, fmt: ResponseFormat) -> str:
+        """The grammar of an answer in the response format (worker/answer_format.py)."""
+        return await build(lambda: answer_grammar(fmt), self.budget, "the response format's grammar")
+
+    async def answer_constraint(self, request: JobRequest) -> Constraint:
+        """A round without tools: the answer, free or in the request's response format."""
+        return (await self.answer(request.response_format) if request.response_format else None), None
+
+    async def constraint(
         self, fmt: ToolCallFormat, tools: list[ToolDefinition], *, required: bool, parallel: bool
     ) -> Constraint:
         if not tools:
@@ -46,7 +53,11 @@ class ToolGrammars:
         key = (fmt.name, json.dumps(tools, sort_keys=True), single)
         grammar = self._built.get(key)
         if grammar is None:
-            grammar = fmt.call_grammar(tools) if single else fmt.grammar(tools, required=True)
+            grammar = await build(
+                (lambda: fmt.call_grammar(tools)) if single else (lambda: fmt.grammar(tools, required=True)),
+                self.budget,
+                "the tools' grammar",
+            )
             self._built[key] = grammar
             while len(self._built) > self.size:
                 self._built.pop(next(iter(self._built)))

@@ -32,7 +32,7 @@ import threading
 from toolq.protocol import JobRequest, Message
 from toolq.tools import ToolRegistry, UnknownToolError
 from worker.conversation import texts, triage
-from worker.conversation.grammars import ToolGrammars, answer_constraint
+from worker.conversation.grammars import ToolGrammars
 from worker.conversation.rounds import Rounds
 from worker.conversation.sink import EventSink
 from worker.conversation.state import LoopOutcome, LoopState
@@ -40,6 +40,7 @@ from worker.conversation.steps import announce, carry_out, note_waits
 from worker.conversation.transcript import earlier_results, unanswered_calls, without_repeats
 from worker.formats.base import ToolCallFormat, ToolDefinition
 from worker.generation import Engine
+from worker.grammar.budget import GrammarBudget
 from worker.sources.registry import RegistrySource
 from worker.templates import ChatTemplate
 from worker.toolbox import ToolBox, ToolResolver
@@ -55,6 +56,7 @@ class ConversationLoop:
         *,
         tool_timeout_s: float = 30.0,
         prompt_variant: str | None = None,
+        grammar_budget: GrammarBudget | None = None,
     ):
         self.engine = engine
         self.template = template
@@ -63,7 +65,7 @@ class ConversationLoop:
         self.tools = tools if isinstance(tools, ToolResolver) else ToolResolver([RegistrySource(tools)])
         self.tool_timeout_s = tool_timeout_s
         self.prompt_variant = prompt_variant
-        self.grammars = ToolGrammars()
+        self.grammars = ToolGrammars(budget=grammar_budget)
 
     @staticmethod
     def forced_tools(box: ToolBox, request: JobRequest) -> list[ToolDefinition]:
@@ -98,6 +100,7 @@ class ConversationLoop:
             state,
             stop_event or threading.Event(),
             sink,
+            self.grammars,
         )
         forced_first = request.tool_choice == "required" or request.forced_tool() is not None
 
@@ -114,7 +117,7 @@ class ConversationLoop:
         while True:
             if state.iterations >= request.max_iterations and state.messages[-1].role == "tool":
                 # the cap: one last round with tools disabled produces the answer
-                gen, parsed = await rounds.turn([], answer_constraint(request), set())
+                gen, parsed = await rounds.turn([], await self.grammars.answer_constraint(request), set())
                 content = parsed.content if (parsed.tool_calls or parsed.errors) else gen.text.strip()
                 content, gen = await rounds.in_answer_format(gen, content, [])
                 state.messages.append(Message(role="assistant", content=content))
@@ -122,10 +125,13 @@ class ConversationLoop:
 
             required = forced_first and state.iterations == 0
             tools = forced if (required or not forced_first) else offered
-            constraint = self.grammars.constraint(
-                self.fmt, tools, required=required, parallel=request.parallel_tool_calls
-            )
-            gen, parsed = await rounds.turn(tools, constraint if tools else answer_constraint(request), box.names())
+            if tools:
+                constraint = await self.grammars.constraint(
+                    self.fmt, tools, required=required, parallel=request.parallel_tool_calls
+                )
+            else:
+                constraint = await self.grammars.answer_constraint(request)
+            gen, parsed = await rounds.turn(tools, constraint, box.names())
 
             if not parsed.tool_calls and not parsed.errors and not parsed.truncated_call:
                 content, gen = await rounds.in_answer_format(gen, parsed.content, tools)

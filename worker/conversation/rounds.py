@@ -12,8 +12,8 @@ import structlog
 
 from toolq.protocol import CachedTokens, JobRequest, Usage
 from worker import traces
-from worker.answer_format import AnswerFormatError, answer_grammar, answer_problem
-from worker.conversation.grammars import Constraint
+from worker.answer_format import AnswerFormatError, answer_problem
+from worker.conversation.grammars import Constraint, ToolGrammars
 from worker.conversation.sink import EventSink
 from worker.conversation.state import Aborted, LoopState
 from worker.conversation.stops import repeat_check
@@ -35,6 +35,7 @@ class Rounds:
     state: LoopState
     stop_event: threading.Event
     sink: EventSink
+    grammars: ToolGrammars
 
     async def turn(
         self, tools: list[ToolDefinition], constraint: Constraint, names: set[str]
@@ -117,7 +118,7 @@ class Rounds:
         if fmt is None or gen.stop_reason == "length" or answer_problem(fmt, content) is None:
             return content, gen
         if offered:
-            gen = await self.generate([], (answer_grammar(fmt), None))
+            gen = await self.generate([], (await self.grammars.answer(fmt), None))
             content = gen.text.strip()
             if gen.stop_reason == "length":
                 return content, gen

@@ -255,6 +255,10 @@ class LlamaEngine:
         Cancelling the awaiting task sets the request's stop flag and waits for its sequence to
         leave the batch (within a step), so nothing runs on behind the caller's back.
         """
+        if request.grammar is not None and request.grammar not in self._valid_grammars:
+            # a caller's schema can make a grammar large: its check runs off the event loop (submit
+            # then finds it checked)
+            await asyncio.to_thread(self._check_grammar, request.grammar)
         fut = asyncio.wrap_future(self.submit(request))
         try:
             return await asyncio.shield(fut)
@@ -270,13 +274,7 @@ class LlamaEngine:
     def submit(self, req: GenerationRequest) -> Future[GenerationResult]:
         """Queue a request for the decode thread; the future holds its result."""
         if req.grammar is not None and req.grammar not in self._valid_grammars:
-            try:
-                check_grammar(req.grammar)
-            except GrammarError as e:  # never hand llama.cpp a grammar that would kill the process
-                raise EngineError(f"refusing an invalid grammar: {e}") from None
-            self._valid_grammars[req.grammar] = None  # checking costs ~10 ms: once per grammar
-            while len(self._valid_grammars) > 256:
-                self._valid_grammars.pop(next(iter(self._valid_grammars)))
+            self._check_grammar(req.grammar)
         tokens = self.tokenize_segments(req.segments)
         if len(tokens) >= self.n_ctx:
             raise ContextLengthExceeded(len(tokens), self.n_ctx)
@@ -286,6 +284,15 @@ class LlamaEngine:
         seq = Sequence(req, future, tokens, budget=budget, seed=seed, context_left=self.n_ctx - len(tokens))
         self._scheduler.submit(seq)
         return future
+
+    def _check_grammar(self, grammar: str) -> None:
+        try:
+            check_grammar(grammar)
+        except GrammarError as e:  # never hand llama.cpp a grammar that would kill the process
+            raise EngineError(f"refusing an invalid grammar: {e}") from None
+        self._valid_grammars[grammar] = None  # checking costs ~10 ms: once per grammar
+        while len(self._valid_grammars) > 256:
+            self._valid_grammars.pop(next(iter(self._valid_grammars)))
 
     def close(self) -> None:
         if self._ctx:

@@ -16,6 +16,10 @@ worker needs on top:
 - literals are fully escaped and keep non-ASCII characters as themselves, and a JSON string
   refuses raw control characters (the converter in this llama-cpp-python lets both through).
 
+- the grammar text it writes is counted against the budget of the grammar being built
+  (worker/grammar/budget.py), and a repetition that would pass it is refused before it is
+  written out (GrammarTooLarge): the converter writes ``minLength: N`` as N elements.
+
 The builder checks the whole grammar with worker/grammar/check.py before anyone uses it.
 Importing this module loads the llama.cpp library, never a model.
 """
@@ -28,6 +32,8 @@ from typing import Any
 
 from llama_cpp.llama_grammar import INVALID_RULE_CHARS_RE, PRIMITIVE_RULES, SPACE_RULE, BuiltinRule, SchemaConverter
 
+from toolq.schema_bounds import pattern_repetitions
+from worker.grammar.budget import GrammarTooLarge, current_budget
 from worker.grammar.check import check_grammar
 from worker.grammar.spelling import literal
 
@@ -57,6 +63,8 @@ class ArgumentSchemas(SchemaConverter):
         self._prefix = ""
         self._ref_names: dict[str, str] = {}  # resolved $ref -> its rule, once named
         self._resolving: set[str] = set()  # rules of $refs still being converted (referenced before defined)
+        self._max_bytes = current_budget().max_bytes
+        self._written = 0  # bytes of rules written, failed attempts included
 
     # -- what the builder calls
 
@@ -85,10 +93,13 @@ class ArgumentSchemas(SchemaConverter):
         before = (set(self._rules), set(self._ref_names))
         self._depth += 1
         try:
+            self._afford(schema, name)
             rule = super().visit(schema, name)
             if any(k in schema for k in _CHECKED_KEYWORDS):
                 self._check_added(before[0], rule)
             return rule
+        except GrammarTooLarge:
+            raise
         except Exception:  # the converter asserts on what it does not support; the check raises GrammarError
             self._forget(before)
             plain = {k: v for k, v in schema.items() if k not in _CHECKED_KEYWORDS}
@@ -112,6 +123,8 @@ class ArgumentSchemas(SchemaConverter):
             if rule != name:
                 self._rules[name] = rule  # a primitive, or a fallback: give it the ref's name
             self._check_added(before[0], name)  # a recursive definition may recurse on the left
+        except GrammarTooLarge:
+            raise
         except Exception:
             self._forget(before)
             self._rules[name] = self.primitive("value")
@@ -129,6 +142,30 @@ class ArgumentSchemas(SchemaConverter):
 
     def _add_primitive(self, name: str, rule: BuiltinRule) -> str:
         return super()._add_primitive(name, _JSON_CHAR if name == "char" else rule)
+
+    # -- the budget
+
+    def _add_rule(self, name: str, rule: str) -> str:
+        self._written += len(name) + len(rule)
+        if self._written > self._max_bytes:
+            raise GrammarTooLarge(self._over(name))
+        return super()._add_rule(name, rule)
+
+    def _afford(self, schema: dict, name: str) -> None:
+        """Refuse a repetition the converter would write out past the budget, before it does."""
+        counts = [schema.get(k) for k in _CHECKED_KEYWORDS[1:]]
+        repeats = sum(int(c) for c in counts if isinstance(c, (int, float)) and not isinstance(c, bool) and c >= 0)
+        if isinstance(schema.get("pattern"), str):
+            repeats += pattern_repetitions(schema["pattern"])
+        # each repetition costs at least the item rule's name, a separator and a bracket
+        if repeats and self._written + repeats * (len(name) + 8) > self._max_bytes:
+            raise GrammarTooLarge(self._over(name))
+
+    def _over(self, name: str) -> str:
+        return (
+            f"the grammar of {name} would be larger than the worker's budget of {self._max_bytes} bytes "
+            "(TOOLQ_GRAMMAR_MAX_BYTES): lower its schema's lengths, item counts or pattern quantifiers"
+        )
 
     # -- bookkeeping
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from worker.engine.schema_grammar import ArgumentSchemas
+from worker.grammar.budget import GrammarTooLarge, current_budget
 from worker.grammar.check import check_grammar
 from worker.grammar.spelling import literal, rule_name
 
@@ -55,5 +56,10 @@ class GrammarBuilder:
         """The grammar text, root first; checked, so an invalid grammar raises GrammarError here."""
         names = sorted(self.rules, key=lambda n: (n != "root", n))
         text = "\n".join(f"{n} ::= {self.rules[n]}" for n in names) + "\n"
+        budget = current_budget().max_bytes
+        if len(text) > budget:  # every tool's schema within bounds, but all of them together past it
+            raise GrammarTooLarge(
+                f"the grammar is {len(text)} bytes, above the worker's budget of {budget} (TOOLQ_GRAMMAR_MAX_BYTES)"
+            )
         check_grammar(text)
         return text

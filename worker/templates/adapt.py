@@ -14,7 +14,7 @@ from typing import Any
 
 from toolq.protocol import FunctionCall, Message, ToolCall
 from worker.formats.base import ToolCallFormat, ToolDefinition
-from worker.templates.markers import checked_markup, clean, clean_json, mark, mark_json
+from worker.templates.markers import checked_markup, clean, clean_json, mark, mark_json, mark_spec
 from worker.templates.probe import Capabilities
 
 
@@ -53,7 +53,9 @@ class Adapter:
         prefix stays reusable across jobs), then the conversation's own system text."""
         parts = []
         if self.tools and not self.caps.renders_tools:
-            parts.append(clean(self.fmt.system_prompt(self.tools, self.variant)))
+            # the format's instructions are markup; the tools' descriptions and schemas in them are not
+            plain = clean(self.fmt.system_prompt(self.tools, self.variant))
+            parts.append(checked_markup(self.fmt.system_prompt(mark_spec(self.tools), self.variant), plain))
         parts.extend(mark(m.content or "") for m in leading)
         return "\n\n".join(p for p in parts if p.strip())
 

@@ -51,6 +51,24 @@ def mark_json(value: Any) -> Any:
     return value
 
 
+# Strings a template may compare or look up (``"type": "function"``, ``"string"``, ``properties``,
+# a tool's name): plain identifiers, which no control token is spelled as.
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_$-]*")
+
+
+def mark_spec(value: Any) -> Any:
+    """Mark the caller's text inside tool specs (descriptions, property names, enum values...):
+    every string, key or value, that is not a plain identifier, which stays as it is so that a
+    template can still read ``tool.type`` or ``param.type``."""
+    if isinstance(value, str):
+        return value if _IDENTIFIER.fullmatch(value) else mark(value)
+    if isinstance(value, Mapping):
+        return {mark_spec(str(k)): mark_spec(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mark_spec(v) for v in value]
+    return value
+
+
 def clean_json(value: Any) -> Any:
     """Remove marker characters from every string of a trusted JSON-like value (tool specs)."""
     if isinstance(value, str):

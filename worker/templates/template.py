@@ -18,7 +18,7 @@ from worker.formats.base import ToolCallFormat, ToolDefinition
 from worker.templates.adapt import Adapter
 from worker.templates.context import TemplateContext, probe_context
 from worker.templates.errors import TemplateError
-from worker.templates.markers import clean_json, segments, unmark
+from worker.templates.markers import clean_json, mark_spec, segments, unmark
 from worker.templates.probe import Capabilities, probe_capabilities, probe_wraps_tool_results
 from worker.templates.sandbox import compile_template, run_template, undeclared_variables
 
@@ -143,7 +143,9 @@ class ChatTemplate:
         wraps = caps.tool_role and any(m.role == "tool" for m in msgs) and self.wraps_tool_results(fmt)
         marked = Adapter(caps, wraps, fmt, tools, prompt_variant).adapt(msgs)
         shown_tools = tools if (tools and caps.renders_tools) else None
-        marked_text = self.render_raw(marked, tools=shown_tools, add_generation_prompt=add_generation_prompt)
+        # the tools' descriptions and schemas are the caller's text too: marked, like messages
+        marked_tools = mark_spec(shown_tools) if shown_tools else None
+        marked_text = self.render_raw(marked, tools=marked_tools, add_generation_prompt=add_generation_prompt)
         plain_text = self.render_raw(unmark(marked), tools=shown_tools, add_generation_prompt=add_generation_prompt)
         return RenderedPrompt(text=plain_text, segments=segments(plain_text, marked_text))
 

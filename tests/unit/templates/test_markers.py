@@ -170,3 +170,22 @@ def test_any_text_renders_exactly_and_stays_untrusted(user, result, arg):
         leftover = leftover.replace(markup, "")
     # Outer whitespace of a value may sit outside its markers, JSON-escaped: harmless.
     assert re.fullmatch(r'(\s|\\[nrtbf"\\/]|\\u[0-9a-f]{4})*', leftover), repr(leftover)
+
+
+def test_tool_specs_mark_the_callers_text_and_keep_identifiers():
+    from worker.templates.markers import OPEN_MARK, mark_spec
+
+    spec = {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "description": "say <|im_end|>",
+            "parameters": {"type": "object", "properties": {"a b": {"type": "string", "enum": ["x<y"]}}},
+        },
+    }
+    marked = mark_spec(spec)
+    assert marked["type"] == "function" and marked["function"]["name"] == "f"
+    assert marked["function"]["description"] == f"{OPEN_MARK}say <|im_end|>\ufdd1"
+    props = marked["function"]["parameters"]["properties"]
+    assert list(props) == [f"{OPEN_MARK}a b\ufdd1"]
+    assert props[f"{OPEN_MARK}a b\ufdd1"] == {"type": "string", "enum": [f"{OPEN_MARK}x<y\ufdd1"]}
