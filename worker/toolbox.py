@@ -99,7 +99,7 @@ class ToolBox:
         if t.source is None:
             raise RuntimeError(f"tool {call.name!r} runs on the client; the worker cannot run it")
         # current while the source runs it: a tool service or MCP server receives its context
-        with traces.tool(call.name, call_id, t.where):
+        with traces.tool(call.name, call_id, t.where, effect_key):
             outcome = await t.source.run(call, call_id=call_id, effect_key=effect_key, timeout_s=timeout_s)
             traces.tool_ended(outcome)
         return outcome

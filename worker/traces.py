@@ -142,8 +142,8 @@ def generated(gen: GenerationResult, model: str, started_ns: int) -> None:
     )
 
 
-def tool(name: str, call_id: str, where: str) -> AbstractContextManager[Span]:
-    return tool_span(name, call_id, where)
+def tool(name: str, call_id: str, where: str, effect_key: str) -> AbstractContextManager[Span]:
+    return tool_span(name, call_id, where, effect_key=effect_key)
 
 
 def tool_ended(outcome: ToolOutcome) -> None:

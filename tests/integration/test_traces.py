@@ -111,7 +111,10 @@ async def test_one_trace_from_the_callers_traceparent_to_the_tool_service_and_th
     for s in (worker_call, service_call):
         assert s.attributes["gen_ai.operation.name"] == "execute_tool"
         assert s.attributes["gen_ai.tool.name"] == "convert_glorp"
-        assert s.attributes["gen_ai.tool.call.id"] == calls["convert_glorp"]["id"]
+        assert s.attributes["toolq.tool.effect_key"] == calls["convert_glorp"]["effect_key"]
+    # the model's call id on the worker's span; the service knows the call by its effect key
+    assert worker_call.attributes["gen_ai.tool.call.id"] == calls["convert_glorp"]["id"]
+    assert service_call.attributes["gen_ai.tool.call.id"] == calls["convert_glorp"]["effect_key"]
     assert worker_call.attributes["toolq.tool.where"] == "service"
     assert service_call.attributes["toolq.service.instance"] == service.instance_id
 

@@ -204,7 +204,13 @@ class ToolService:
             # the worker's span for this call, continued here when the call carries its context
             parent = parent_context(call.trace)
             with tool_span(
-                tool, call.call_id, "service", kind=SpanKind.CONSUMER, context=parent, **{INSTANCE: self.id}
+                tool,
+                call.call_id,
+                "service",
+                kind=SpanKind.CONSUMER,
+                context=parent,
+                effect_key=call.call_id,  # a service's call id is the call's effect key
+                **{INSTANCE: self.id},
             ):
                 outcome = await self._run(tool, call.call_id, call.arguments, remaining_ms / 1000)
                 if not outcome.ok:

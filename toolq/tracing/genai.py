@@ -35,6 +35,7 @@ TENANT = "toolq.tenant"
 ITERATION = "toolq.iteration"
 WHERE = "toolq.tool.where"  # worker | service | mcp
 INSTANCE = "toolq.service.instance"
+EFFECT_KEY = "toolq.tool.effect_key"  # the call's effect key (toolq/tools/effects.py): a tool service's call id
 ENDING = "toolq.ending"  # final | paused | cancelled | error | handed back
 
 

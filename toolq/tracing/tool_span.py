@@ -21,9 +21,11 @@ def tool_span(
     *,
     kind: SpanKind = SpanKind.INTERNAL,
     context: Context | None = None,
+    effect_key: str | None = None,
     **extra: Any,
 ) -> AbstractContextManager[Span]:
-    """``extra``: more attributes (the service instance)."""
+    """``effect_key``: the call's key, which ties the worker's span to the tool service's, whose
+    call id it is; ``extra``: more attributes (the service instance)."""
     if not switch.on():
         return NO_SPAN
     attributes = {
@@ -32,6 +34,7 @@ def tool_span(
         genai.TOOL_CALL_ID: call_id,
         genai.TOOL_TYPE: genai.tool_type(where),
         genai.WHERE: where,
+        **({genai.EFFECT_KEY: effect_key} if effect_key else {}),
         **extra,
     }
     return span(f"execute_tool {name}", kind=kind, context=context, attributes=attributes)
