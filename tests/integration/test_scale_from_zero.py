@@ -12,13 +12,19 @@ from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import ZORBIX_RULES, asgi_client
 from tests.support.workers import WorkerProcess, write_rules
 
-JOB = {"messages": [{"role": "user", "content": "zorbix of 15 and 7?"}], "tools": ["calculate_zorbix"]}
+JOB = {
+    "model": "scripted",
+    "messages": [{"role": "user", "content": "zorbix of 15 and 7?"}],
+    "tools": ["calculate_zorbix"],
+}
 
 
 async def _final_answer(c, job_id: str) -> dict:
     async def done() -> dict:
         while True:
-            body = (await c.get(f"/v1/jobs/{job_id}")).json()
+            r = await c.get(f"/v1/jobs/{job_id}")
+            assert r.status_code == 200, r.text
+            body = r.json()
             if body["status"] in ("succeeded", "failed", "cancelled"):
                 return body
             await asyncio.sleep(0.1)
