@@ -247,8 +247,8 @@ def test_cuda_worker_image_builds_with_cuda_and_runs_on_the_runtime_base():
 
 
 def test_cpu_worker_image_uses_the_portable_flags_of_the_setup_script():
-    setup = (REPO / "scripts" / "setup.sh").read_text()
-    portable = re.search(r'cmake_args="(-DGGML_NATIVE=OFF[^"]*)"', setup).group(1)
+    build = (REPO / "scripts" / "llama-build.sh").read_text()  # setup.sh's build arguments
+    portable = re.search(r'target="(-DGGML_NATIVE=OFF[^"]*)"', build).group(1)
     text = dockerfile("Dockerfile.worker-cpu")
     assert f'CMAKE_ARGS="{portable}"' in text and f"LLAMA_CPP_PYTHON_VERSION={llama_pin()}" in text
 
