@@ -334,7 +334,7 @@ def report(s: Series) -> int:
     seconds = [j.seconds for j in s.jobs]
     n_calls = sum(len(j.calls) for j in s.jobs)
     bad_calls = sum(1 for j in s.jobs for c in j.calls if j.call_problem(c))
-    repeats = sum(1 for j in s.jobs for r in j.results.values() if not r.get("executed"))
+    repeats = sum(1 for j in s.jobs for r in j.results.values() if not r.executed)
     failed = [j for j in s.jobs if j.problems()]
     print(
         f"   slots={s.slots}: {s.jobs_s:5.2f} jobs/s ({len(s.jobs)} jobs in {s.wall_s:.1f} s)   "
