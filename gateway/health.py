@@ -31,7 +31,8 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_model=Readiness, responses={503: {"model": Readiness}})
 async def readyz(state: State) -> Readiness | JSONResponse:
-    """Ready when Redis answers and at least one worker is live; 503 with the reason otherwise."""
+    """Ready when Redis answers and a worker is live or a model is declared (it takes jobs with no
+    worker); 503 with the reason otherwise."""
     try:
         # Bounded: the client retries through Redis blips for seconds, a probe wants an answer now.
         await asyncio.wait_for(state.store.redis.ping(), READY_TIMEOUT_S)
@@ -40,7 +41,7 @@ async def readyz(state: State) -> Readiness | JSONResponse:
         why = str(e) or "no answer in time"
         body = Readiness(ready=False, redis=False, workers=0, reason=f"Redis is unreachable: {why}")
         return JSONResponse(body.model_dump(), status_code=503)
-    if not fleet.workers:
+    if not fleet.workers and not fleet.declared:  # a declared model takes jobs with no worker
         body = Readiness(ready=False, redis=True, workers=0, reason="no live worker is registered")
         return JSONResponse(body.model_dump(), status_code=503)
     return Readiness(ready=True, redis=True, workers=len(fleet.workers))

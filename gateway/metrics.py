@@ -68,6 +68,12 @@ class GatewayMetrics:
             "toolq_queue_depth", "Jobs in a model's queue (waiting or running)", ["model"], registry=r
         )
         self.workers = Gauge("toolq_workers", "Live workers per model", ["model"], registry=r)
+        self.workers_needed = Gauge(
+            "toolq_workers_needed",
+            "Workers a model's queue fills (not jobs): ceil(queue depth / slots per worker); an autoscaler's target",
+            ["model"],
+            registry=r,
+        )
         # From the workers' fleet entries (worker/heartbeat.py), summed over a model's workers.
         self.slots = Gauge("toolq_slots", "Sequences a model's workers decode together", ["model"], registry=r)
         self.slots_busy = Gauge("toolq_slots_busy", "Of those, sequences generating now", ["model"], registry=r)
@@ -261,6 +267,7 @@ class GatewayMetrics:
         for view in await fleet.describe(redis, sorted(self._models_seen)):
             self.queue_depth.labels(view.id).set(view.queue_depth)
             self.workers.labels(view.id).set(view.workers)
+            self.workers_needed.labels(view.id).set(view.workers_needed)
             workers = fleet.workers_of(view.id)
             self.slots.labels(view.id).set(sum(w.slots for w in workers))
             self.slots_busy.labels(view.id).set(sum(w.slots_busy for w in workers))

@@ -92,6 +92,10 @@ class GatewaySettings(BaseSettings):
     # Behaviour
     keepalive_s: float = Field(default=15.0, gt=0)  # SSE comment while a job is quiet
     fleet_cache_s: float = Field(default=0.5, ge=0)  # how stale the gateway's view of the fleet may be
+    # Models accepted before any worker serves them (scale from zero, toolq/store/fleet.py):
+    # "name:slots,..." (name = the queue, the worker's TOOLQ_MODEL_NAME; slots = one worker's
+    # --slots, default 1) or a JSON object {"name": slots}.
+    declared_models: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)
     log_level: str = "info"
 
     @field_validator("api_keys", mode="before")
@@ -119,6 +123,28 @@ class GatewaySettings(BaseSettings):
     @classmethod
     def _parse_hosts(cls, v: Any) -> Any:
         return _comma_list(v)
+
+    @field_validator("declared_models", mode="before")
+    @classmethod
+    def _parse_declared(cls, v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        text = v.strip()
+        if text.startswith("{"):
+            return json.loads(text)
+        models: dict[str, Any] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, _, slots = part.partition(":")
+            models[name.strip()] = slots.strip() or 1
+        return models
+
+    @field_validator("declared_models")
+    @classmethod
+    def _declared_shape(cls, v: dict[str, int]) -> dict[str, int]:
+        for name, slots in v.items():
+            if not name or len(name) > 256 or slots < 1:
+                raise ValueError("TOOLQ_DECLARED_MODELS entries are name:slots, a non-empty name and slots >= 1")
+        return v
 
     @field_validator("operator_keys", mode="before")
     @classmethod

@@ -26,6 +26,7 @@ from toolq.errors import QueueFull, ToolqError
 from toolq.protocol import Event, JobRequest
 from toolq.store.affinity import preferred_worker
 from toolq.store.conversation_keys import request_keys
+from toolq.store.fleet import queue_depths
 from toolq.store.jobstore import NotSubmitted, QueueAtLimit
 from toolq.tenants import TenantPolicy, policy_of
 from toolq.tracing import current_carrier, entry_kind, genai, span
@@ -104,6 +105,7 @@ async def _enqueue(state: GatewayState, request: JobRequest, tenant: str, idempo
             traceparent=trace.traceparent if trace else None,
             tracestate=trace.tracestate if trace else None,
             prefer=await _holder(state, request, model),
+            unserved_waiting=await _unserved_waiting(state, model),
         )
     except QueueAtLimit as e:
         raise queue_full(e, tenant, state) from None
@@ -122,6 +124,14 @@ async def _holder(state: GatewayState, request: JobRequest, model: str | None) -
     if len(workers) < 2:
         return None  # one worker gets every job anyway
     return await preferred_worker(state.store.redis, workers, request_keys(model, request))
+
+
+async def _unserved_waiting(state: GatewayState, model: str | None) -> int | None:
+    """The jobs waiting for a declared model no worker serves yet, this one included (for its
+    ``queued`` event); None while a worker serves it."""
+    if model is None or (await state.fleet.get()).workers_of(model):
+        return None
+    return (await queue_depths(state.store.redis, [model]))[0] + 1
 
 
 async def submit(state: GatewayState, request: JobRequest, tenant: str) -> tuple[str, str]:

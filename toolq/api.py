@@ -147,6 +147,13 @@ class ModelView(BaseModel):
         description="jobs offered first to the worker holding their conversation, by how they were placed so far: "
         "affinity (that worker), fallback_wait, fallback_gone, fallback_full (another worker, and why)",
     )
+    declared: bool = Field(False, description="declared in the gateway's configuration: accepted with no worker")
+    slots_per_worker: int = Field(1, description="slots of one of its workers (the declared figure while none is live)")
+    workers_needed: int = Field(
+        0,
+        description="workers its queue fills: ceil(queue_depth / slots_per_worker); not jobs. "
+        "What an autoscaler (deploy/k8s/keda.yaml) scales on; 0 lets it scale to zero",
+    )
 
 
 class ModelsView(BaseModel):

@@ -63,6 +63,10 @@ class QueuedData(EventData):
     model: str | None = None
     attempt: int = 1
     resumed: str | None = None  # why it was queued again ("requires_action": its caller answered)
+    # Only while no worker serves its (declared) model: workers 0, and the jobs waiting, this one
+    # included, for the first worker to start (toolq/store/fleet.py).
+    workers: int | None = None
+    waiting: int | None = None
 
 
 class StartedData(EventData):

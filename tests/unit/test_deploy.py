@@ -257,8 +257,8 @@ def test_cuda_worker_image_builds_with_cuda_and_runs_on_the_runtime_base():
 
 
 def test_cpu_worker_image_uses_the_portable_flags_of_the_setup_script():
-    setup = (REPO / "scripts" / "setup.sh").read_text()
-    portable = re.search(r'cmake_args="(-DGGML_NATIVE=OFF[^"]*)"', setup).group(1)
+    build = (REPO / "scripts" / "llama-build.sh").read_text()  # setup.sh's build arguments
+    portable = re.search(r'target="(-DGGML_NATIVE=OFF[^"]*)"', build).group(1)
     text = dockerfile("Dockerfile.worker-cpu")
     assert f'CMAKE_ARGS="{portable}"' in text and f"LLAMA_CPP_PYTHON_VERSION={llama_pin()}" in text
 
@@ -325,11 +325,11 @@ def test_k8s_redis_keeps_an_append_only_file():
     assert cmd[cmd.index("--appendonly") + 1] == "yes" and sts["spec"]["volumeClaimTemplates"]
 
 
-def test_keda_scales_the_gpu_workers_on_the_gateway_queue_depth():
+def test_keda_scales_the_gpu_workers_on_workers_needed_from_zero():
     m = manifests()
     so = m[("ScaledObject", "toolq-worker-gpu")]
     assert ("Deployment", so["spec"]["scaleTargetRef"]["name"]) in m
-    assert so["spec"]["minReplicaCount"] >= 1  # zero workers: nothing is accepted, nothing scales up
+    assert so["spec"]["minReplicaCount"] == 0
     trigger = so["spec"]["triggers"][0]
     assert trigger["type"] == "metrics-api"
     meta = trigger["metadata"]
@@ -337,9 +337,13 @@ def test_keda_scales_the_gpu_workers_on_the_gateway_queue_depth():
     service, namespace, port, route, model = url.groups()
     assert ("Service", service) in m and namespace == so["metadata"]["namespace"]
     assert int(port) == m[("Service", service)]["spec"]["ports"][0]["port"]
-    assert route + "{model}" in GATEWAY_ROUTES and meta["valueLocation"] in ModelView.model_fields
+    assert route + "{model}" in GATEWAY_ROUTES and meta["valueLocation"] == "workers_needed" in ModelView.model_fields
+    assert meta["targetValue"] == "1"  # one worker per worker needed, not per job
     worker_env = env_of(m[("Deployment", "toolq-worker-gpu")]["spec"]["template"]["spec"]["containers"][0])
     assert model == worker_env["TOOLQ_MODEL_NAME"]  # it watches the queue those workers serve
+    # from zero: the gateway declares that model, so its jobs wait for the first worker
+    gateway_env = env_of(m[("Deployment", "toolq-gateway")]["spec"]["template"]["spec"]["containers"][0])
+    assert model in GatewaySettings(declared_models=gateway_env["TOOLQ_DECLARED_MODELS"]).declared_models
     # KEDA sends a key the gateway reads
     assert meta["authMode"] == "apiKey" and meta["keyParamName"] == "X-API-Key"
     assert ("TriggerAuthentication", trigger["authenticationRef"]["name"]) in m

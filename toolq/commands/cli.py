@@ -159,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--redis", help="use this Redis instead of starting one")
     d.add_argument("--prompt", default="Calculate the zorbix of 15 and 7.")
     d.add_argument("--port", type=int, default=0, help="gateway port (default: a free one)")
+    d.add_argument("--gpu", type=int, help="run the worker on this GPU (`toolq worker --gpu N`)")
     d.set_defaults(func=cmd_demo)
     return p
 

@@ -102,8 +102,11 @@ def run_demo(args: argparse.Namespace) -> int:
         r = redis_urls.sync_client(url)
         before = _workers(r)
 
-        worker, wlog = _spawn(stack, ["worker", "--redis", url], "worker", env)
-        console.print("[dim]starting a worker on the bundled SmolLM2 model…[/dim]")
+        gpu = [] if args.gpu is None else ["--gpu", str(args.gpu)]
+        started = time.monotonic()
+        worker, wlog = _spawn(stack, ["worker", "--redis", url, *gpu], "worker", env)
+        where = f" on GPU {args.gpu}" if gpu else ""
+        console.print(f"[dim]starting a worker on the bundled SmolLM2 model{where}…[/dim]")
         _wait(
             lambda: any(r.exists(keys.worker(w.decode())) for w in _workers(r) - before),
             120,
@@ -111,6 +114,8 @@ def run_demo(args: argparse.Namespace) -> int:
             worker,
             wlog,
         )
+        # its cold start: process start, imports, model load, registration (README "Scaling")
+        console.print(f"[dim]worker registered {time.monotonic() - started:.1f} s after its start[/dim]")
 
         port = args.port or free_port()
         gateway, glog = _spawn(stack, ["gateway", "--port", str(port), "--redis", url], "gateway", env)

@@ -5,13 +5,19 @@ Each worker keeps its entry fresh with ``register`` (toolq.store.keys: set ``too
 expiring hash per worker); the gateway and the SDK's Redis mode read it with ``read_fleet`` to
 resolve a job's model and check its tools before enqueueing, so a job for a model nobody serves is
 refused at once instead of waiting in a queue forever. ``WorkerInfo`` is the hash's one codec.
+
+A model can also be *declared* (the gateway's ``TOOLQ_DECLARED_MODELS``, with the slots one of its
+workers will have): its jobs are accepted and wait while no worker serves it, so an autoscaler can
+start the first worker from zero on ``workers_needed``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast, get_args
 
@@ -132,9 +138,21 @@ class Fleet:
 
     workers: tuple[WorkerInfo, ...] = field(default_factory=tuple)
     services: ServiceFleet = field(default_factory=ServiceFleet)
+    # Declared models (model = its queue's name) -> slots one of its workers will have.
+    declared: Mapping[str, int] = field(default_factory=dict)
 
     def models(self) -> list[str]:
-        return sorted({w.model for w in self.workers})
+        """Served and declared models: the ones a job may name."""
+        return sorted({w.model for w in self.workers} | set(self.declared))
+
+    def slots_per_worker(self, model: str) -> int:
+        """What one more worker of the model adds: the most slots a live one has, else the declared
+        figure (no worker yet), else 1."""
+        return max((w.slots for w in self.workers_of(model)), default=self.declared.get(model, 1)) or 1
+
+    def workers_needed(self, model: str, depth: int) -> int:
+        """Workers that ``depth`` jobs (waiting plus running) fill: what an autoscaler scales to."""
+        return math.ceil(depth / self.slots_per_worker(model))
 
     def workers_of(self, model: str) -> list[WorkerInfo]:
         return [w for w in self.workers if w.model == model]
@@ -170,17 +188,10 @@ class Fleet:
         return [specs[n] for n in sorted(specs)]
 
     async def describe(self, redis: Any, models: list[str]) -> list[ModelView]:
-        """The given models with their workers, tools and queue depth (arq's queue and the jobs
-        waiting for a fair turn)."""
+        """The given models with their workers, tools, queue depth and the workers it needs."""
         if not models:
             return []
-        async with redis.pipeline(transaction=False) as pipe:
-            for m in models:
-                pipe.zcard(keys.queue(m))
-            depths = await pipe.execute()
-        fair = FairQueue(redis)
-        # the jobs waiting for a fair turn are in the queue too (toolq/store/fair.py)
-        depths = [d + sum((await fair.waiting(m)).values()) for m, d in zip(models, depths, strict=True)]
+        depths = await queue_depths(redis, models)
         placed = {m: await affinity.placements(redis, m) for m in models}
         return [
             ModelView(
@@ -195,6 +206,9 @@ class Fleet:
                 format=", ".join(sorted({w.format for w in self.workers_of(m) if w.format})),
                 caches=[w.cache_view() for w in sorted(self.workers_of(m), key=lambda w: w.id)],
                 placements=placed[m],
+                declared=m in self.declared,
+                slots_per_worker=self.slots_per_worker(m),
+                workers_needed=self.workers_needed(m, d),
             )
             for m, d in zip(models, depths, strict=True)
         ]
@@ -218,6 +232,10 @@ class Fleet:
             raise UnknownModel(
                 f"model {model!r} is not served by any live worker; served: {', '.join(models)}", field="model"
             )
+        if not self.workers_of(model):
+            # Declared, no worker yet: its workers' own tools are unknown until one registers; the
+            # worker that takes the job ends it with unknown_tool if it lacks one (worker/endings.py).
+            return model
         served = self.served_tools(model)
         asked = list(request.served_tool_names() or [])
         forced = request.forced_tool()
@@ -233,6 +251,17 @@ class Fleet:
         if request.tool_choice == "required" and not served and not request.client_tools():
             raise UnknownTool(f"tool_choice 'required' but model {model!r} serves no tools", field="tool_choice")
         return model
+
+
+async def queue_depths(redis: Any, models: list[str]) -> list[int]:
+    """Each model's jobs waiting or running: arq's queue (a job stays there until it ends) and the
+    jobs waiting for a fair turn (toolq/store/fair.py)."""
+    async with redis.pipeline(transaction=False) as pipe:
+        for m in models:
+            pipe.zcard(keys.queue(m))
+        depths = await pipe.execute()
+    fair = FairQueue(redis)
+    return [d + sum((await fair.waiting(m)).values()) for m, d in zip(models, depths, strict=True)]
 
 
 def _where(spec: dict[str, Any]) -> Where:

@@ -207,6 +207,7 @@ class JobStore:
         traceparent: str | None = None,
         tracestate: str | None = None,
         prefer: str | None = None,
+        unserved_waiting: int | None = None,
     ) -> tuple[str, bool]:
         """Record, announce (``queued``) and enqueue a job, in one script. Returns (job id, created).
 
@@ -221,6 +222,8 @@ class JobStore:
         ``tracestate``: the trace the job's spans continue (toolq/tracing/carrier.py), kept in its
         record. ``prefer`` names the worker the
         job is offered to first (toolq/store/affinity.py), for ``affinity_wait_ms``.
+        ``unserved_waiting``: the model is declared and no worker serves it yet; the ``queued``
+        event says so, with this many jobs waiting.
         """
         key = idempotency_key or request.idempotency_key
         policy = policy or (self.bounds.policy(tenant) if self.bounds.tenants else None)
@@ -229,7 +232,10 @@ class JobStore:
             raise NotSubmitted("no model and no idempotency key")
         job_id = new_job_id()
         created = now_ms()
-        head, tail = _event_parts(job_id, EventType.queued, QueuedData(model=model, attempt=1).to_wire(), created)
+        queued = QueuedData(model=model, attempt=1)
+        if unserved_waiting is not None:
+            queued = QueuedData(model=model, attempt=1, workers=0, waiting=unserved_waiting)
+        head, tail = _event_parts(job_id, EventType.queued, queued.to_wire(), created)
         (code, value, *rest), acked = await self.durability.write(
             self.redis,
             self._submit,
