@@ -8,13 +8,13 @@ per client address (gateway/wrong_keys.py).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from gateway.key_digest import key_digest
 from gateway.settings import OPEN_TENANT
 from gateway.state import State
 from toolq.errors import Unauthorized
@@ -22,10 +22,6 @@ from toolq.errors import Unauthorized
 # auto_error=False: the dependency below decides, so "no key" and "wrong key" get our 401 body.
 _bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <API key>")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="the API key")
-
-
-def key_digest(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 class KeyRing:
@@ -80,7 +76,7 @@ async def current_tenant(
             "an API key is required (Authorization: Bearer <key> or X-API-Key)",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    tenant = await state.wrong_keys.judge(request, lambda: ring.tenant_of_key(key))
+    tenant = await state.wrong_keys.judge(request, key, lambda: ring.tenant_of_key(key))
     if tenant is None:
         raise invalid_key()
     return tenant

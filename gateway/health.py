@@ -16,7 +16,8 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from redis.exceptions import RedisError
 
-from gateway.auth import KeyRing, invalid_key, key_digest, presented_key
+from gateway.auth import KeyRing, invalid_key, presented_key
+from gateway.key_digest import key_digest
 from gateway.state import State
 from toolq.api import Readiness
 
@@ -57,7 +58,7 @@ async def sees_tenants(request: Request, state: State) -> bool:
         return False
     digest = key_digest(key)
     known = await state.wrong_keys.judge(
-        request, lambda: True if ring.is_operator(digest) or ring.tenant_of_digest(digest) else None
+        request, key, lambda: True if ring.is_operator(digest) or ring.tenant_of_digest(digest) else None
     )
     if known is None:
         raise invalid_key()

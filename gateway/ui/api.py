@@ -50,7 +50,7 @@ Name = Annotated[str | None, Query(min_length=1, max_length=128)]
 async def login(body: Annotated[LoginBody, Body()], request: Request, response: Response, state: State) -> Me:
     """Exchange an API key or an operator key for the dashboard's session cookie."""
     sessions: Sessions = request.app.state.ui_sessions
-    await state.wrong_keys.judge(request, lambda: sessions.viewer_of_key(body.key))
+    await state.wrong_keys.judge(request, body.key, lambda: sessions.viewer_of_key(body.key))
     viewer = sessions.sign_in(response, request, body.key)
     return Me(tenant=viewer.tenant, operator=viewer.operator, open=False)
 

@@ -27,7 +27,8 @@ from typing import Annotated
 
 from fastapi import Depends, Request, Response
 
-from gateway.auth import KeyRing, invalid_key, key_digest, presented_key
+from gateway.auth import KeyRing, invalid_key, presented_key
+from gateway.key_digest import key_digest
 from gateway.settings import GatewaySettings
 from gateway.state import get_state
 from toolq.errors import Unauthorized
@@ -123,7 +124,7 @@ async def current_viewer(request: Request) -> Viewer:
     key = presented_key(request)
     if key:
         wrong_keys = (await get_state(request)).wrong_keys
-        viewer = await wrong_keys.judge(request, lambda: sessions.viewer_of_key(key))
+        viewer = await wrong_keys.judge(request, key, lambda: sessions.viewer_of_key(key))
         if viewer is None:
             raise invalid_key()
         return viewer

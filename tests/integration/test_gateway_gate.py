@@ -131,11 +131,40 @@ async def test_wrong_keys_past_the_limit_lock_the_address_for_the_window_on_ever
             assert (await attacker.get("/v1/models", headers={"X-API-Key": "guess-6"})).status_code == 401
 
 
+async def test_another_tenants_guesses_from_a_shared_address_do_not_lock_out_a_proven_key(redis_url):
+    """Tenants behind one address (a NAT, a proxy, one host): tenant B's key, right from there
+    before the lock, keeps working while tenant A's guesses have the address locked; a right key
+    first presented during the lock is refused like any guess, so guessing learns nothing."""
+    register_fake_worker(redis_url, MODEL, [])
+    settings = GatewaySettings(
+        redis_url=redis_url,
+        fleet_cache_s=0,
+        api_keys={"key-b": "b", "key-c": "c"},
+        wrong_key_limit=2,
+        wrong_key_window_s=30,
+    )
+    async with asgi_client(settings) as one, asgi_client(settings) as two:
+        async with (
+            from_address(one.app, "203.0.113.50") as shared,  # type: ignore[attr-defined]
+            from_address(two.app, "203.0.113.50") as shared_two,  # type: ignore[attr-defined]
+        ):
+            assert (await shared.get("/v1/models", headers={"X-API-Key": "key-b"})).status_code == 200
+            for i in range(3):  # tenant A guesses past the limit
+                await shared.get("/v1/models", headers={"X-API-Key": f"guess-{i}"})
+            assert (await shared.get("/v1/models", headers={"X-API-Key": "guess-9"})).status_code == 429
+            # B goes on, on either replica (the proof is in Redis)
+            assert (await shared.get("/v1/models", headers={"X-API-Key": "key-b"})).status_code == 200
+            assert (await shared.post("/v1/jobs", json=JOB, headers={"X-API-Key": "key-b"})).status_code == 202
+            assert (await shared_two.get("/v1/models", headers={"X-API-Key": "key-b"})).status_code == 200
+            # a right key never used from here before the lock is refused like a guess
+            assert (await shared.get("/v1/models", headers={"X-API-Key": "key-c"})).status_code == 429
+
+
 async def test_wrong_keys_at_the_dashboard_sign_in_are_limited_and_a_session_keeps_working(redis_url):
     settings = GatewaySettings(
         redis_url=redis_url,
         fleet_cache_s=0,
-        api_keys={"right-key": "acme"},
+        api_keys={"right-key": "acme", "other-key": "beta"},
         wrong_key_limit=2,
         wrong_key_window_s=60,
         ui_secret="s" * 32,
@@ -151,7 +180,9 @@ async def test_wrong_keys_at_the_dashboard_sign_in_are_limited_and_a_session_kee
         locked = await guesser.post("/ui/login", json={"key": "g3"})
         assert locked.status_code == 429 and locked.json()["error"]["code"] == "too_many_wrong_keys"
         assert 50 <= int(locked.headers["retry-after"]) <= 60
-        assert (await guesser.post("/ui/login", json={"key": "right-key"})).status_code == 429
+        # a right key never used from here is refused like a guess; the one proven here goes on
+        assert (await guesser.post("/ui/login", json={"key": "other-key"})).status_code == 429
+        assert (await guesser.post("/ui/login", json={"key": "right-key"})).status_code == 200
         # a session signed in before is not a key guess: it goes on, from the same address
         me = await browser.get("/ui/api/me")
         assert me.status_code == 200 and me.json()["tenant"] == "acme"

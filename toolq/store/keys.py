@@ -284,6 +284,12 @@ def tenant_jobs(tenant: str) -> str:
     return f"{JOBS_ALL}:{tenant}"
 
 
+def proven_keys(address: str) -> str:
+    """Set: digests of the keys that were right from one client address, which its wrong-key lock
+    does not stop (gateway/wrong_keys.py); expires a day after the last write."""
+    return f"{PREFIX}:proven-keys:{address}"
+
+
 def wrong_keys(address: str) -> str:
     """Counter: wrong keys presented from one client address in its current window; it expires
     with the window (wrong_key.lua, gateway/wrong_keys.py)."""
