@@ -11,7 +11,7 @@ keeps its new deadline.
 from __future__ import annotations
 
 from toolq.payloads import ErrorData
-from toolq.protocol import ErrorCode, ErrorInfo, EventType, JobResult, JobStatus, Message, now_ms
+from toolq.protocol import ErrorCode, EventType, JobStatus, now_ms
 from toolq.store import keys
 from toolq.store.jobstore import JobEnded, JobNotFound, JobStore
 
@@ -41,16 +41,7 @@ async def _expire(store: JobStore, job_id: str, now: int) -> bool:
     attempt = rec.attempt
     waits = sorted(c for c, a in rec.actions.items() if a.get("answer") is None)
     message = f"the job waited on its caller past its deadline (calls {', '.join(waits) or 'none'} unanswered)"
-    checkpoint = rec.checkpoint or {}
-    messages = [Message.model_validate(m) for m in checkpoint.get("messages", ())] or rec.request.messages
-    result = JobResult(
-        job_id=job_id,
-        status=JobStatus.failed,
-        finish_reason="timeout",
-        error=ErrorInfo(code=ErrorCode.action_timeout, message=message),
-        messages=messages,
-        attempt=attempt,
-    )
+    result = rec.failed(attempt, "timeout", ErrorCode.action_timeout, message)
     try:
         await store.emit(
             job_id,

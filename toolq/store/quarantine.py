@@ -11,7 +11,7 @@ finds it ended.
 from __future__ import annotations
 
 from toolq.payloads import ErrorData
-from toolq.protocol import AttemptEnd, ErrorCode, ErrorInfo, EventType, JobResult, JobStatus, Message
+from toolq.protocol import AttemptEnd, ErrorCode, EventType
 from toolq.store.jobstore import JobEnded, JobNotFound, JobStore
 
 LOST = ("lease_expired", "stalled")  # how an attempt ends when it counts towards the bound
@@ -35,16 +35,7 @@ async def end_lost(store: JobStore, job_id: str, attempt: int) -> bool:
     if rec.terminal or not rec.quarantined:
         return False
     message = lost_message(rec.attempts)
-    checkpoint = rec.checkpoint or {}
-    messages = [Message.model_validate(m) for m in checkpoint.get("messages", ())] or rec.request.messages
-    result = JobResult(
-        job_id=job_id,
-        status=JobStatus.failed,
-        finish_reason="error",
-        error=ErrorInfo(code=ErrorCode.worker_lost, message=message),
-        messages=messages,
-        attempt=attempt,
-    )
+    result = rec.failed(attempt, "error", ErrorCode.worker_lost, message)
     data = ErrorData(code=ErrorCode.worker_lost.value, message=message, attempts=rec.attempts)
     try:
         await store.emit(job_id, EventType.error, data.to_wire(), attempt=attempt, result=result)

@@ -16,7 +16,18 @@ from functools import cached_property
 from typing import Any
 
 from toolq.api import JobAccepted, JobView, Links
-from toolq.protocol import AttemptEnd, JobRequest, JobResult, JobStatus, PendingAction, RequiredAction
+from toolq.protocol import (
+    AttemptEnd,
+    ErrorCode,
+    ErrorInfo,
+    FinishReason,
+    JobRequest,
+    JobResult,
+    JobStatus,
+    Message,
+    PendingAction,
+    RequiredAction,
+)
 
 __all__ = ["FIELDS", "SCRIPT_ONLY", "JobRecord"]
 
@@ -238,6 +249,20 @@ class JobRecord:
             if a.get("answer") is None
         ]
         return RequiredAction(calls=calls, deadline_ms=self.action_deadline_ms or 0)
+
+    def failed(self, attempt: int, finish_reason: FinishReason, code: ErrorCode, message: str) -> JobResult:
+        """The result of a job the store ends without a worker (a caller's deadline, a poison job):
+        failed, with the messages of its last checkpoint, else of its request."""
+        checkpoint = self.checkpoint or {}
+        messages = [Message.model_validate(m) for m in checkpoint.get("messages", ())] or self.request.messages
+        return JobResult(
+            job_id=self.job_id,
+            status=JobStatus.failed,
+            finish_reason=finish_reason,
+            error=ErrorInfo(code=code, message=message),
+            messages=messages,
+            attempt=attempt,
+        )
 
     def view(self) -> JobView:
         """The job as GET /v1/jobs/{id} (and the SDK's ``Client.job``) shows it."""
