@@ -72,7 +72,10 @@ async def test_a_real_model_job_is_one_trace_from_the_caller_to_the_tool_service
     for s in (worker_call, service_call):
         assert s.attributes["gen_ai.operation.name"] == "execute_tool"
         assert s.attributes["gen_ai.tool.name"] == "convert_glorp"
-        assert s.attributes["gen_ai.tool.call.id"] == call["id"]
+        assert s.attributes["toolq.tool.effect_key"] == call["effect_key"]
+    # the model's call id on the worker's span; the service knows the call by its effect key
+    assert worker_call.attributes["gen_ai.tool.call.id"] == call["id"]
+    assert service_call.attributes["gen_ai.tool.call.id"] == call["effect_key"]
 
     # the rounds: GenAI chat spans with the model and the tokens the engine counted, the engine's
     # prefill and decode as child spans, rendering and parsing as events
