@@ -104,6 +104,6 @@ class BrowserGuard:
         if scope["type"] == "http":
             refused = self.refusal(scope)
             if refused is not None:
-                await send_error(send, refused, close=True)
+                await send_error(send, refused, scope, close=True)
                 return
         await self.app(scope, receive, send)

@@ -20,8 +20,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from redis.exceptions import OutOfMemoryError, RedisError
 from starlette.exceptions import HTTPException
-from starlette.types import Send
+from starlette.types import Scope, Send
 
+from gateway.openai.errors import PREFIXES as OPENAI_PREFIXES
+from gateway.openai.errors import body as openai_body
 from toolq.errors import LimitExceeded, NotReplicatedError, ToolqError
 from toolq.store.durability import NotReplicated
 from toolq.store.threads import ThreadLimitReached
@@ -128,15 +130,21 @@ def install(app: FastAPI) -> None:
         return JSONResponse({"error": {"code": "internal", "message": "internal error"}}, status_code=500)
 
 
-async def send_error(send: Send, exc: ToolqError, *, close: bool = False) -> None:
-    """Answer with ``exc``'s error body straight from an ASGI middleware, before any route runs.
+async def send_error(send: Send, exc: ToolqError, scope: Scope, *, close: bool = False) -> None:
+    """Answer with ``exc``'s error body straight from an ASGI middleware, before any route runs:
+    in OpenAI's shape on its paths, as the app's handlers answer there (gateway/openai/errors.py).
     ``close``: the request's body was not read to its end, so the connection cannot be reused."""
-    payload = json.dumps(exc.body()).encode()
+    if str(scope.get("path", "")).startswith(OPENAI_PREFIXES):
+        status = 400 if exc.status == 422 else exc.status
+        shaped = openai_body(status, exc.message, param=exc.field, code=exc.code)
+    else:
+        status, shaped = exc.status, exc.body()
+    payload = json.dumps(shaped).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
     headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in exc.headers.items()]
     if close:
         headers.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 
 

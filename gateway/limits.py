@@ -45,7 +45,7 @@ class BodySizeLimit:
                 if too_big:
                     if int(value) <= self.max_bytes + self.drain_bytes:
                         await self._drain(receive, 0)
-                    await self._refuse(send)
+                    await self._refuse(send, scope)
                     return
         chunks, size = [], 0
         while True:
@@ -57,7 +57,7 @@ class BodySizeLimit:
             if size > self.max_bytes:
                 if message.get("more_body", False):
                     await self._drain(receive, size)
-                await self._refuse(send)
+                await self._refuse(send, scope)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -82,9 +82,9 @@ class BodySizeLimit:
                 return
             size += len(message.get("body", b""))
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, scope: Scope) -> None:
         exc = BodyTooLarge(f"the request body is larger than the limit of {self.max_bytes} bytes")
-        await send_error(send, exc, close=True)
+        await send_error(send, exc, scope, close=True)
 
 
 def apply_caps(request: JobRequest, settings: GatewaySettings) -> JobRequest:

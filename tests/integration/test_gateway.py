@@ -367,6 +367,11 @@ async def test_an_oversized_body_gets_its_413_over_a_real_socket(redis_url):
 
                 r = await c.post("/v1/jobs", content=chunks(), headers={"content-type": "application/json"})
                 assert r.status_code == 413
+            # an OpenAI path answers in OpenAI's shape, as its routes do
+            big = {"model": "m", "messages": [{"role": "user", "content": "x" * 8192}]}
+            r = await c.post("/v1/chat/completions", json=big)
+            assert r.status_code == 413 and r.json()["error"]["type"] == "invalid_request_error", r.text
+            assert "4096 bytes" in r.json()["error"]["message"]
     finally:
         gw.stop()
 
