@@ -95,7 +95,9 @@ async def test_a_hundred_followers_hold_no_redis_connection_of_their_own(redis_u
             await wait_for(lambda: _hub(g).following == 100)
             clients = _clients(r)
             print(f"Redis clients with 5 followers: {few}; with 100: {len(clients)}")
-            assert len(clients) <= few + settings.follower_reads
+            # bounded by what is in flight, not by the followers: the stream reads at once, and the
+            # record lookups of the five opens of a batch, each on a pooled connection for one command
+            assert len(clients) <= few + settings.follower_reads + 5
             assert not [c for c in clients if "b" in c["flags"]]  # nobody blocked in a read
             subscribers = [c for c in clients if int(c.get("sub", 0)) > 0]
             # the hub's one connection (the jobs' channels and its idle one) and the metrics observer's
