@@ -17,6 +17,7 @@ from gateway.auth import KeyRing
 from gateway.browser_guard import BrowserGuard, served_hosts
 from gateway.fleet import FleetView
 from gateway.followers import Seats
+from gateway.json_door import JsonDepthLimit
 from gateway.limits import BodySizeLimit
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.openai import conversations as openai_conversations
@@ -135,6 +136,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
     app.include_router(health.router)
     app.include_router(usage.router)
     ui.install(app, settings, app.state.keyring)
+    app.add_middleware(JsonDepthLimit)  # added first, so it runs inside BodySizeLimit, on a read body
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, drain_bytes=settings.body_drain_bytes)
     hosts = served_hosts(settings)
     if hosts is not None or settings.open_access:  # added after: it runs before the body is read

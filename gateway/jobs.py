@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Path, Query, Response
+from pydantic import SkipValidation
 
 from gateway.auth import Tenant
+from gateway.off_loop import validated
 from gateway.sse import MAX_SEQ, events_after, start_seq
 from gateway.state import GatewayState, State
 from gateway.submission import enqueue
@@ -48,12 +50,14 @@ async def owned(state: GatewayState, job_id: str, tenant: str) -> JobRecord:
 )
 async def submit_job(
     response: Response,
-    request: Annotated[JobRequest, Body()],
+    body: Annotated[JobRequest, SkipValidation, Body()],
     tenant: Tenant,
     state: State,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key", min_length=1, max_length=256)] = None,
 ) -> JobAccepted:
     """Validate a conversation job, check its model and tools against the live workers, enqueue it."""
+    # validated here (SkipValidation), after the key was checked, off the loop when its tools are large
+    request = await validated(JobRequest, body)
     key = idempotency_key or request.idempotency_key
     job_id, model, created = await enqueue(state, request, tenant, idempotency_key=key)
     response.headers["Location"] = f"/v1/jobs/{job_id}"

@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query
+from pydantic import SkipValidation
 
 from gateway.auth import Tenant
+from gateway.off_loop import validated
 from gateway.state import GatewayState, State
 from gateway.submission import admit, queue_full
 from toolq.api import ErrorBody
@@ -171,10 +173,11 @@ async def delete_thread(thread_id: ThreadId, tenant: Tenant, state: State) -> Th
     responses={409: {"model": ErrorBody}, 429: {"model": ErrorBody}, 503: {"model": ErrorBody}, **_ERRORS},
 )
 async def create_run(
-    thread_id: ThreadId, body: Annotated[RunRequest, Body()], tenant: Tenant, state: State
+    thread_id: ThreadId, raw: Annotated[RunRequest, SkipValidation, Body()], tenant: Tenant, state: State
 ) -> RunAccepted:
     """Run the thread with new input (``messages``). A run already active on the thread is dealt
     with by ``multitask_strategy``; follow the run at /v1/jobs/{job_id}/events."""
+    body = await validated(RunRequest, raw)  # after the key; off the loop when its tools are large
     admitted = await admit(state, body.job(), tenant)
     model = admitted.model
     # traced as a submit is (gateway/submission.py): the run's spans continue this one

@@ -30,6 +30,8 @@ from pydantic import (
 
 from toolq.definitions import check_bounds, check_parameters, check_tool_name, metaschema_error
 from toolq.limits import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, MAX_STOP, MAX_TOOLS
+from toolq.nesting import check_depth, check_text_depth
+from toolq.schema_bounds import SchemaTooLarge, check_request_subschemas
 
 PROTOCOL_VERSION = 1
 
@@ -64,6 +66,7 @@ class FunctionCall(_Model):
         if v is None:
             return {}
         if isinstance(v, str):
+            check_text_depth(v, at="arguments")  # before json.loads, which recurses per level
             try:
                 v = json.loads(v) if v.strip() else {}
             except json.JSONDecodeError as e:
@@ -256,6 +259,20 @@ class Webhook(_Model):
         return v
 
 
+def tool_schemas(tools: Any) -> list[Any]:
+    """The raw JSON Schemas of a request's tools (their parameters), before validation: in the
+    function shape of toolq and Chat Completions, or the flat one of OpenAI's Responses."""
+    out: list[Any] = []
+    for t in tools if isinstance(tools, list) else ():
+        if not isinstance(t, dict):
+            continue
+        fn = t.get("function")
+        holder = fn if isinstance(fn, dict) else t
+        if "parameters" in holder:
+            out.append(holder["parameters"])
+    return out
+
+
 class JobRequest(_Model):
     version: int = PROTOCOL_VERSION
     messages: list[Message] = Field(min_length=1)
@@ -290,6 +307,24 @@ class JobRequest(_Model):
     priority: int = Field(default=0, ge=0, le=9)
     # Signed callbacks of this job's end and pauses (None: the tenant's default, if the operator set one).
     webhook: Webhook | None = None
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _tools_small_enough(cls, v: Any) -> Any:
+        """Before any tool is checked one by one: their schemas together are small enough for the
+        metaschema check and the grammar build, each linear in what they hold."""
+        try:
+            check_request_subschemas(tool_schemas(v))
+        except SchemaTooLarge as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _metadata_shallow(cls, v: Any) -> Any:
+        # a worker reads the job back with pydantic, which refuses past about 200 levels
+        check_depth(v, at="metadata")
+        return v
 
     @field_validator("version")
     @classmethod

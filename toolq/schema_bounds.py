@@ -30,7 +30,10 @@ from toolq.patterns import pattern_problem
 __all__ = [
     "SchemaLimits",
     "SchemaTooLarge",
+    "check_request_subschemas",
     "check_schema_bounds",
+    "count_objects",
+    "group_nesting",
     "pattern_repetitions",
     "quantifiers",
     "schema_limits",
@@ -52,6 +55,12 @@ class SchemaLimits(BaseModel):
     max_depth: int = Field(default=64, ge=4)  # nested JSON objects and arrays in one schema
     max_refs: int = Field(default=256, ge=0)  # $refs in one schema
     max_pattern: int = Field(default=1000, ge=1)  # characters of one pattern (or patternProperties key)
+    max_pattern_nesting: int = Field(default=32, ge=1)  # groups inside groups in one pattern
+    # JSON objects in one schema, and in all the tool schemas of one request: the metaschema check
+    # costs about 0.2 ms each and the grammar a rule each, so the checks and the build stay linear
+    # in what is allowed (DESIGN.md, "Facts for isolation")
+    max_subschemas: int = Field(default=1000, ge=1)
+    max_request_subschemas: int = Field(default=2000, ge=1)
 
 
 @lru_cache(maxsize=1)
@@ -80,8 +89,17 @@ def check_schema_bounds(schema: Any, limits: SchemaLimits | None = None) -> None
     limits = limits or schema_limits()
     total = 0
     refs = 0
+    objects = 1 if isinstance(schema, dict) else 0
     for path, key, value in _walk(schema, (), limits):
         where = _dotted((*path, key))
+        if key not in _DATA and isinstance(value, (dict, list)):
+            objects += 1 if isinstance(value, dict) else sum(isinstance(v, dict) for v in value)
+            if objects > limits.max_subschemas:
+                raise SchemaTooLarge(
+                    where,
+                    f"brings the schema to {objects} JSON objects (subschemas), above the limit of "
+                    f"{limits.max_subschemas} in one schema (TOOLQ_SCHEMA_MAX_SUBSCHEMAS)",
+                )
         if key in _COUNTS and _is_number(value):
             count = int(value)
             _at_most(where, count, limits.max_repeat, "TOOLQ_SCHEMA_MAX_REPEAT")
@@ -128,6 +146,9 @@ def _walk(
 def _check_pattern(where: str, pattern: str, limits: SchemaLimits) -> int:
     """Check one caller's regex; return the repetitions its quantifiers ask for."""
     _at_most(where, len(pattern), limits.max_pattern, "TOOLQ_SCHEMA_MAX_PATTERN", "characters long")
+    _at_most(
+        where, group_nesting(pattern), limits.max_pattern_nesting, "TOOLQ_SCHEMA_MAX_PATTERN_NESTING", "groups deep"
+    )
     total = 0
     for text, count in quantifiers(pattern):
         _at_most(f"{where} ({text})", count, limits.max_repeat, "TOOLQ_SCHEMA_MAX_REPEAT")
@@ -136,6 +157,56 @@ def _check_pattern(where: str, pattern: str, limits: SchemaLimits) -> int:
     if problem:
         raise SchemaTooLarge(where, problem)
     return total
+
+
+def group_nesting(pattern: str) -> int:
+    """How deep a pattern's groups nest (escaped parentheses and those in a character class do not
+    count): Python's ``re``, which jsonschema's metaschema uses to check a pattern, recurses once
+    per level."""
+    deepest = depth = 0
+    escaped = in_class = False
+    for c in pattern:
+        if escaped:
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c == ")":
+            depth = max(depth - 1, 0)
+    return deepest
+
+
+def count_objects(schemas: list[Any], cap: int) -> int:
+    """The JSON objects in ``schemas`` (values under ``const``, ``enum``... are data, not counted),
+    counted without recursion up to ``cap``: bounded whatever the schemas hold."""
+    count = 0
+    stack = list(schemas)
+    while stack and count < cap:
+        node = stack.pop()
+        if isinstance(node, dict):
+            count += 1
+            stack.extend(v for k, v in node.items() if k not in _DATA)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return count
+
+
+def check_request_subschemas(schemas: list[Any], limits: SchemaLimits | None = None) -> None:
+    """Raise SchemaTooLarge when the tool schemas of one request hold more JSON objects in all than
+    ``max_request_subschemas``; run before any schema is checked one by one."""
+    limit = (limits or schema_limits()).max_request_subschemas
+    if count_objects(schemas, limit + 1) > limit:
+        raise SchemaTooLarge(
+            "",
+            f"the tools' schemas hold more than {limit} JSON objects (subschemas) in all, above the "
+            "limit for one request (TOOLQ_SCHEMA_MAX_REQUEST_SUBSCHEMAS)",
+        )
 
 
 def quantifiers(pattern: str) -> list[tuple[str, int]]:

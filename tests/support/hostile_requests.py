@@ -251,6 +251,74 @@ async def last_event_id_past_end(http: httpx.AsyncClient, key: str) -> Outcome:
     return Outcome("last_event_id_past_end", f"{resumed.status_code} in {took:.2f} s")
 
 
+def _nested_value(depth: int) -> dict:
+    value: dict = {"leaf": 1}
+    for _ in range(depth - 1):
+        value = {"m": value}
+    return value
+
+
+async def _posted(cls: str, http: httpx.AsyncClient, key: str, path: str, body: dict | bytes) -> Outcome:
+    """A POST that must be refused at the door: its status, or BAD for a 5xx, a drop or a 2xx."""
+    h = {"X-API-Key": key, "content-type": "application/json"}
+    try:
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        r = await http.post(path, content=content, headers=h)
+    except httpx.HTTPError as e:
+        return Outcome(cls, f"BAD {type(e).__name__}")
+    if r.status_code >= 500 or r.status_code < 400:
+        return Outcome(cls, f"BAD {r.status_code}")
+    return Outcome(cls, str(r.status_code))
+
+
+async def deep_metadata(http: httpx.AsyncClient, key: str) -> Outcome:
+    body = {"messages": [{"role": "user", "content": "hi"}], "metadata": _nested_value(210)}
+    return await _posted("deep_metadata", http, key, "/v1/jobs", body)
+
+
+async def deep_logit_bias(http: httpx.AsyncClient, key: str) -> Outcome:
+    body = {"model": "smollm2", "messages": [{"role": "user", "content": "hi"}], "logit_bias": _nested_value(500)}
+    return await _posted("deep_logit_bias", http, key, "/v1/chat/completions", body)
+
+
+async def deep_arguments(http: httpx.AsyncClient, key: str) -> Outcome:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "[" * 50_000 + "]" * 50_000}}
+    messages = [{"role": "assistant", "tool_calls": [call]}, {"role": "tool", "tool_call_id": "c1", "content": "1"}]
+    return await _posted("deep_arguments", http, key, "/v1/jobs", {"messages": messages})
+
+
+async def deep_pattern_groups(http: httpx.AsyncClient, key: str) -> Outcome:
+    params = _string_prop(pattern="(" * 400 + "a" + ")" * 400)
+    return await _posted("deep_pattern_groups", http, key, "/v1/jobs", call_tool("match", params))
+
+
+async def many_subschemas(http: httpx.AsyncClient, key: str) -> Outcome:
+    """Tiny subschemas by the ten thousand: refused by count, before any metaschema check."""
+    params = {"type": "object", "properties": {"x": {"anyOf": [{}] * 10_000}}}
+    return await _posted("many_subschemas", http, key, "/v1/jobs", call_tool("pick", params))
+
+
+async def heavy_schema_body(http: httpx.AsyncClient, key: str) -> Outcome:
+    """About 1 MiB within every bound and as costly to check as they allow: validated off the
+    gateway's loop, then a job (its pattern grammar may be refused by the worker's budget)."""
+    salt = time.monotonic_ns()
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": n,
+                "parameters": {
+                    "type": "object",
+                    "properties": {"x": {"anyOf": [{"pattern": f"^{salt}{n}{i}$"} for i in range(990)]}},
+                },
+            },
+        }
+        for n in ("f", "g")
+    ]
+    body = {"messages": [{"role": "user", "content": "x" * 800_000}], "tools": tools, "max_tokens": 16}
+    return await submit(http, "heavy_schema_body", key, body)
+
+
 HOSTILE: tuple[Callable[[httpx.AsyncClient, str], Awaitable[Outcome]], ...] = (
     huge_string_bound,
     large_string_bound,
@@ -267,4 +335,10 @@ HOSTILE: tuple[Callable[[httpx.AsyncClient, str], Awaitable[Outcome]], ...] = (
     thread_run_flood,
     many_followers,
     last_event_id_past_end,
+    deep_metadata,
+    deep_logit_bias,
+    deep_arguments,
+    deep_pattern_groups,
+    many_subschemas,
+    heavy_schema_body,
 )

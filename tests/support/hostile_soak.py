@@ -55,6 +55,7 @@ class SoakReport:
     b_endings: Counter[str] = field(default_factory=Counter)
     outcomes: list[Outcome] = field(default_factory=list)
     longest_gap_ms: int = 0
+    healthz_worst_ms: int = 0  # the gateway's loop, seen from outside: its slowest /healthz
     worker_alive: bool = True
     hostile_s: float = 0.0
 
@@ -81,6 +82,7 @@ class SoakReport:
             f"tenant B endings: {dict(self.b_endings)}",
             f"worker loop's longest stall: {self.stall_ms} ms (heartbeat gap {self.longest_gap_ms} ms, "
             f"interval {HEARTBEAT_MS} ms; target < 1000 ms); worker alive: {self.worker_alive}",
+            f"gateway /healthz worst: {self.healthz_worst_ms} ms (target < 100 ms)",
             f"tenant A: {len(self.outcomes)} hostile requests over {self.hostile_s:.0f} s, {len(self.bad)} bad",
         ]
         out += [f"  {cls:32} {', '.join(f'{h} x{n}' for h, n in c.most_common())}" for cls, c in by_class.items()]
@@ -146,6 +148,18 @@ async def hostile(http: httpx.AsyncClient, stop: asyncio.Event, outcomes: list[O
         await asyncio.sleep(ROUND_PAUSE_S)
 
 
+async def healthz_worst(url: str, stop: asyncio.Event) -> int:
+    """The slowest ``/healthz`` while tenant A's requests run, on a connection of its own."""
+    worst = 0.0
+    async with httpx.AsyncClient(base_url=url, timeout=60) as probe:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            await probe.get("/healthz")
+            worst = max(worst, time.perf_counter() - t0)
+            await asyncio.sleep(0.05)
+    return int(worst * 1000)
+
+
 def gateway_env(max_queue_depth: int) -> dict[str, str]:
     return {
         "TOOLQ_API_KEYS": ",".join(f"{k}:{t}" for k, t in KEYS.items()),
@@ -177,12 +191,14 @@ async def run_soak(
                 await b_run(http, b_jobs, b_gap_s, report.quiet_s, Counter())
                 stop = asyncio.Event()
                 t0 = time.monotonic()
+                probe = asyncio.ensure_future(healthz_worst(gateway.url, stop))
                 a = asyncio.ensure_future(hostile(http, stop, report.outcomes, set(only)))
                 await asyncio.sleep(1)  # tenant A first: B arrives at a fleet already under attack
                 await b_run(http, b_jobs, b_gap_s, report.loaded_s, report.b_endings)
                 stop.set()
                 await a
                 report.hostile_s = time.monotonic() - t0
+                report.healthz_worst_ms = await probe
             report.longest_gap_ms = watch.longest_ms
         report.worker_alive = worker.proc.poll() is None
     finally:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
+from pydantic import SkipValidation
 from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import Response
 
 from gateway.auth import Tenant
+from gateway.off_loop import validated
 from gateway.openai import errors
 from gateway.openai.chat.request import ChatCompletionRequest, to_job
 from gateway.openai.chat.shapes import ChunkWriter, completion
@@ -41,11 +44,12 @@ _ERRORS = error_responses(400, 401, 404, 409, 429, 503)
     },
 )
 async def create_chat_completion(
-    body: ChatCompletionRequest, request: Request, tenant: Tenant, state: State
+    raw: Annotated[ChatCompletionRequest, SkipValidation, Body()], request: Request, tenant: Tenant, state: State
 ) -> Response:
     """OpenAI's Chat Completions over the toolq queue. The caller's tools come back as
     ``tool_calls`` (finish_reason ``tool_calls``); the extension field ``toolq.server_tools`` runs
     served tools in the worker's loop. A caller that disconnects cancels the job."""
+    body = await validated(ChatCompletionRequest, raw)  # after the key; off the loop when large
     job = to_job(body)
     await check_model(state, body.model)
     seat = state.seats.take(tenant)  # before submitting: a 429 for the follower leaves no job behind

@@ -10,13 +10,15 @@ from collections.abc import AsyncIterator
 from contextlib import suppress
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import SkipValidation
 from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import Response
 
 from gateway.auth import Tenant
+from gateway.off_loop import validated
 from gateway.openai import errors
 from gateway.openai.conversations import run_in_conversation
 from gateway.openai.models import check_model
@@ -65,10 +67,13 @@ async def _transcript(state: GatewayState, tenant: str, previous_id: str) -> lis
 
 
 @router.post("", responses={**_STREAMED, **_ERRORS})
-async def create_response(body: ResponsesRequest, request: Request, tenant: Tenant, state: State) -> Response:
+async def create_response(
+    raw: Annotated[ResponsesRequest, SkipValidation, Body()], request: Request, tenant: Tenant, state: State
+) -> Response:
     """Create a response: one toolq job. ``background: true`` answers at once with status
     ``queued``; ``stream: true`` streams its events; otherwise the call waits for the answer (and
     a caller that leaves cancels it)."""
+    body = await validated(ResponsesRequest, raw)  # after the key; off the loop when large
     earlier = await _transcript(state, tenant, body.previous_response_id) if body.previous_response_id else []
     job = to_job(body, earlier)
     await check_model(state, body.model)

@@ -1,0 +1,158 @@
+"""No request can stall the gateway's loop or leave a job that no worker can read: nesting past
+TOOLQ_MAX_JSON_DEPTH is refused at the door naming the field and the depth (gateway/json_door.py,
+toolq/nesting.py), schemas are bounded in subschemas per tool and per request
+(toolq/schema_bounds.py), and a large request's checks run off the loop (gateway/off_loop.py), so
+``/healthz`` answers promptly while a hostile body is being validated."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+
+from gateway.settings import GatewaySettings
+from tests.integration.gateway_support import asgi_client, queued_jobs, register_fake_worker
+from tests.support.gateways import GatewayProcess
+
+ASK = [{"role": "user", "content": "hi"}]
+
+
+def nested(depth: int) -> dict:
+    node: dict = {"leaf": 1}
+    for _ in range(depth - 1):
+        node = {"m": node}
+    return node
+
+
+def tool(parameters: dict, name: str = "f") -> dict:
+    return {"type": "function", "function": {"name": name, "description": "d", "parameters": parameters}}
+
+
+def any_of(n: int, salt: str = "") -> dict:
+    """A schema of ``n`` tiny pattern subschemas: within every other bound."""
+    alts = [{"pattern": f"^{salt}{i}$"} for i in range(n)]  # small: a tool's schema is at most 32 KiB
+    return {"type": "object", "properties": {"x": {"anyOf": alts}}}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "field"),
+    [
+        ("/v1/jobs", {"messages": ASK, "model": "m", "metadata": nested(210)}, 422, "metadata"),
+        ("/v1/chat/completions", {"model": "m", "messages": ASK, "logit_bias": nested(210)}, 400, "logit_bias"),
+        ("/v1/responses", {"model": "m", "input": "hi", "metadata": nested(300)}, 400, "metadata"),
+        ("/v1/threads", {"messages": ASK, "metadata": nested(150)}, 422, "metadata"),
+    ],
+)
+async def test_a_body_nested_too_deep_is_refused_at_the_door(redis_url, path, body, status, field):
+    register_fake_worker(redis_url, "m", [])
+    async with asgi_client(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)) as c:
+        r = await c.post(path, json=body)
+    assert r.status_code == status, r.text
+    assert f"{field} nests" in r.text and "levels deep, above the limit of 100" in r.text, r.text
+    assert "TOOLQ_MAX_JSON_DEPTH" in r.text
+    assert queued_jobs(redis_url, "m") == 0
+
+
+async def test_a_body_of_a_million_brackets_is_a_4xx_not_a_500(redis_url):
+    register_fake_worker(redis_url, "m", [])
+    async with asgi_client(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)) as c:
+        r = await c.post("/v1/jobs", content=b"[" * 900_000, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["code"] == "too_deep"
+    assert "900000 levels deep" in r.text
+
+
+async def test_tool_call_arguments_nested_too_deep_are_refused(redis_url):
+    register_fake_worker(redis_url, "m", [])
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "[" * 5000 + "]" * 5000}}
+    messages = [
+        *ASK,
+        {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "1"},
+    ]
+    async with asgi_client(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)) as c:
+        r = await c.post("/v1/jobs", json={"messages": messages, "model": "m"})
+    assert r.status_code == 422, r.text
+    assert "arguments nests 5000 levels deep" in r.text
+    assert queued_jobs(redis_url, "m") == 0
+
+
+async def test_a_pattern_of_deeply_nested_groups_is_refused(redis_url):
+    register_fake_worker(redis_url, "m", [])
+    pattern = "(" * 300 + "a" + ")" * 300
+    params = {"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}}
+    async with asgi_client(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)) as c:
+        r = await c.post("/v1/jobs", json={"messages": ASK, "model": "m", "tools": [tool(params)]})
+    assert r.status_code == 422, r.text
+    assert "parameters.properties.x.pattern is 300 groups deep, above the limit of 32" in r.text
+    assert "TOOLQ_SCHEMA_MAX_PATTERN_NESTING" in r.text
+
+
+@pytest.mark.parametrize(
+    ("tools", "says"),
+    [
+        ([tool(any_of(1200))], "TOOLQ_SCHEMA_MAX_SUBSCHEMAS"),
+        (
+            [tool(any_of(900, "a"), "f"), tool(any_of(900, "b"), "g"), tool(any_of(900, "c"), "h")],
+            "TOOLQ_SCHEMA_MAX_REQUEST_SUBSCHEMAS",
+        ),
+    ],
+)
+async def test_schemas_are_bounded_in_subschemas_per_tool_and_per_request(redis_url, tools, says):
+    register_fake_worker(redis_url, "m", [])
+    async with asgi_client(GatewaySettings(redis_url=redis_url, fleet_cache_s=0)) as c:
+        t0 = time.perf_counter()
+        r = await c.post("/v1/jobs", json={"messages": ASK, "model": "m", "tools": tools})
+        took = time.perf_counter() - t0
+    assert r.status_code == 422, r.text
+    assert says in r.text and "JSON objects (subschemas)" in r.text, r.text
+    assert took < 1.0, f"a refusal by count costs no metaschema check, but took {took:.2f} s"
+    assert queued_jobs(redis_url, "m") == 0
+
+
+def _hostile_body(i: int) -> bytes:
+    """About 1 MiB, within every bound, and as costly to check as the bounds allow: two tools of
+    about 1,000 distinct pattern subschemas each (no cache helps), and a long message."""
+    tools = [tool(any_of(995, f"r{i}a"), "f"), tool(any_of(995, f"r{i}b"), "g")]
+    body = {"messages": [{"role": "user", "content": "x" * 900_000}], "model": "m", "tools": tools}
+    return json.dumps(body).encode()
+
+
+async def test_healthz_answers_promptly_while_hostile_bodies_are_validated(redis_url):
+    register_fake_worker(redis_url, "m", [])
+    bodies = [_hostile_body(i) for i in range(4)]
+    assert all(len(b) > 900_000 for b in bodies)
+    gw = GatewayProcess(redis_url, env={"TOOLQ_MAX_BODY_BYTES": str(2 << 20)}).wait_ready()
+    try:
+        async with httpx.AsyncClient(base_url=gw.url, timeout=60) as http:
+            await http.get("/healthz")
+            latencies: list[float] = []
+            done = asyncio.Event()
+
+            async def probe() -> None:
+                while not done.is_set():
+                    t0 = time.perf_counter()
+                    r = await http.get("/healthz")
+                    latencies.append(time.perf_counter() - t0)
+                    assert r.status_code == 200
+                    await asyncio.sleep(0.02)
+
+            async def post(body: bytes) -> httpx.Response:
+                return await http.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
+
+            prober = asyncio.create_task(probe())
+            t0 = time.perf_counter()
+            answers = await asyncio.gather(*(post(b) for b in bodies))
+            busy_s = time.perf_counter() - t0
+            done.set()
+            await prober
+    finally:
+        gw.stop()
+    assert all(a.status_code == 202 for a in answers), [a.text[:300] for a in answers]
+    worst_ms = max(latencies) * 1000
+    print(f"4 hostile bodies checked in {busy_s:.2f} s; /healthz: {len(latencies)} probes, worst {worst_ms:.0f} ms")
+    assert busy_s > 0.5, "the bodies were cheap to check: the test measures nothing"
+    assert worst_ms < 100, f"/healthz took {worst_ms:.0f} ms while hostile bodies were being checked"
