@@ -33,6 +33,7 @@ from gateway.submission import enqueue
 from toolq.errors import BudgetExhausted, QueueFull, ToolqError
 from toolq.store.batches import BatchStore
 from toolq.store.files import FileStore
+from toolq.store.fair import FairQueue
 from toolq.store.fleet import queue_depths
 from toolq.store.jobstore import JobNotFound
 
@@ -69,36 +70,41 @@ class BatchRunner:
 
     async def _loop(self) -> None:
         while True:
+            moved = False
             try:
                 for batch_id in await self.batches.active():
                     if await self.batches.take_lease(batch_id, self.holder, self.settings.lease_ms):
-                        await self.step(batch_id)
+                        moved = await self.step(batch_id) or moved
             except asyncio.CancelledError:
                 raise
             except Exception:  # Redis away, say: the batch's state is in Redis; try again next tick
                 log.exception("batch runner tick failed")
-            await asyncio.sleep(self.settings.tick_s)
+            # a tick that answered or fed lines goes again at once: room may have freed meanwhile
+            await asyncio.sleep(0.01 if moved else self.settings.tick_s)
 
-    async def step(self, batch_id: str) -> None:
+    async def step(self, batch_id: str) -> bool:
+        """One tick of one batch; whether any of its lines was answered or fed."""
         rec = await self.batches.record(batch_id)
         if rec is None or rec["status"] not in ("in_progress", "cancelling", "finalizing"):
-            return
+            return False
         endpoint = rec["endpoint"]
-        await self._collect(batch_id, endpoint)
+        moved = await self._collect(batch_id, endpoint)
         status = rec["status"]
         if status == "in_progress" and time.time() >= int(rec["expires_at"]):
             status = "expiring"
         if status in ("cancelling", "expiring"):
             await self._end(batch_id, endpoint, "cancelled" if status == "cancelling" else "expired")
-            return
+            return moved
         cursor = int(rec["cursor"])
         if status == "in_progress" and cursor < int(rec["total"]):
-            await self._feed(batch_id, endpoint, rec["tenant"], cursor)
-            return
+            return await self._feed(batch_id, endpoint, rec["tenant"], cursor) or moved
         if not await self.batches.in_flight(batch_id):
             await self._finalize(batch_id, rec["tenant"], "completed")
+        return moved
 
-    async def _collect(self, batch_id: str, endpoint: str) -> None:
+    async def _collect(self, batch_id: str, endpoint: str) -> bool:
+        """Answer the lines whose jobs ended; whether there were any."""
+        moved = False
         for index, job_id in (await self.batches.in_flight(batch_id)).items():
             line = await self._line(batch_id, index)
             try:
@@ -106,10 +112,13 @@ class BatchRunner:
             except JobNotFound:
                 gone = unanswered(line.custom_id, "job_expired", f"the line's job {job_id} expired before it was read")
                 await self.batches.answer(batch_id, index, line.custom_id, gone, ok=False)
+                moved = True
                 continue
             if job.terminal:
                 answer, ok = answer_of(endpoint, line.custom_id, line.body, job)
                 await self.batches.answer(batch_id, index, line.custom_id, answer, ok=ok)
+                moved = True
+        return moved
 
     async def _line(self, batch_id: str, index: int) -> Line:
         stored = await self.batches.next_lines(batch_id, index, 1)
@@ -118,18 +127,27 @@ class BatchRunner:
     async def _room(self, model: str, in_flight: int) -> int:
         """How many more lines may join the queue of ``model`` now."""
         workers = (await self.state.fleet.get()).workers_of(model)
-        if not workers or (await queue_depths(self.state.store.redis, [model]))[0] > 0:
+        if not workers or await self._waiting(model, sum(w.slots_busy for w in workers)) > 0:
             return 0  # interactive jobs wait (or lines fed before still do): leave the room to them
         free = sum(max(0, w.slots - w.slots_busy - self.settings.headroom_slots) for w in workers)
         return max(0, min(free, self.settings.max_in_flight - in_flight))
 
-    async def _feed(self, batch_id: str, endpoint: str, tenant: str, cursor: int) -> None:
+    async def _waiting(self, model: str, busy: int) -> int:
+        """Jobs of ``model`` waiting for a slot: its tenants' waiting sets under fair share, else
+        arq's queue less the jobs running (arq keeps a job in its queue until it ends)."""
+        if self.state.store.fair:
+            return sum((await FairQueue(self.state.store.redis).waiting(model)).values())
+        return max(0, (await queue_depths(self.state.store.redis, [model]))[0] - busy)
+
+    async def _feed(self, batch_id: str, endpoint: str, tenant: str, cursor: int) -> bool:
+        """Feed lines into the room there is; whether any was fed (or answered at once)."""
         in_flight = len(await self.batches.in_flight(batch_id))
         first = await self.batches.next_lines(batch_id, cursor, 1)
         if not first:
-            return
+            return False
         job = line_job(endpoint, Line.of(cursor, first[0]).body)
         room = await self._room(job.model or "", in_flight)
+        moved = False
         for offset, stored in enumerate(await self.batches.next_lines(batch_id, cursor, room)):
             index = cursor + offset
             line = Line.of(index, stored)
@@ -138,14 +156,17 @@ class BatchRunner:
                 job = job.model_copy(update={"metadata": {**job.metadata, "toolq_batch": batch_id}, "priority": 0})
                 submitted = await enqueue(self.state, job, tenant, idempotency_key=f"batch:{batch_id}:{index}")
             except (QueueFull, BudgetExhausted):
-                return  # the line waits for room or for its tenant's next window
+                return moved  # the line waits for room or for its tenant's next window
             except ToolqError as e:  # its model or tools are no longer served
                 answer = refused(line.custom_id, e.status, e.message, e.code)
                 await self.batches.answer(batch_id, None, line.custom_id, answer, ok=False)
                 await self.batches.skipped(batch_id, index)
+                moved = True
                 continue
             await self.batches.fed(batch_id, index, submitted.job_id)
             self.state.metrics.batch_lines_fed.inc()
+            moved = True
+        return moved
 
     async def _end(self, batch_id: str, endpoint: str, status: str) -> None:
         """Cancel what is in flight; once it has ended, answer every line left and finalize."""
