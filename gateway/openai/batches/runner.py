@@ -9,8 +9,9 @@ Each tick, for each batch it holds:
    was answered before. Once nothing is in flight, it is finalized: the output and error files are
    written (each line once, in either), and the batch ends ``completed``, ``expired`` or ``cancelled``.
 3. **Feed**: lines join the queue only into room the interactive tenants leave: while no job of
-   the model waits in the queue, up to the model's free slots less one per worker (kept for the
-   interactive job that comes next), and never more than ``max_in_flight`` of one batch. So a
+   the model waits in the queue, up to the model's free slots (less one per worker, kept for the
+   next interactive job, while interactive work was seen in the last ``headroom_hold_s``), and
+   never more than ``max_in_flight`` of one batch. So a
    50,000-line file is never 50,000 queued jobs, and an interactive job never waits behind a
    batch's backlog. A line's job is its tenant's, charged to its budgets and counted in its fair
    share like any other; a full queue or a spent budget makes the line wait, not fail.
@@ -32,8 +33,8 @@ from gateway.state import GatewayState
 from gateway.submission import enqueue
 from toolq.errors import BudgetExhausted, QueueFull, ToolqError
 from toolq.store.batches import BatchStore
-from toolq.store.files import FileStore
 from toolq.store.fair import FairQueue
+from toolq.store.files import FileStore
 from toolq.store.fleet import queue_depths
 from toolq.store.jobstore import JobNotFound
 
@@ -47,7 +48,8 @@ class RunnerSettings:
     tick_s: float = 0.25
     lease_ms: int = 10_000
     max_in_flight: int = 64  # lines of one batch in the queue or running at once
-    headroom_slots: int = 1  # free slots per worker the batches leave to interactive jobs
+    headroom_slots: int = 1  # free slots per worker the batches leave to interactive jobs...
+    headroom_hold_s: float = 30.0  # ...while interactive work was seen this recently; alone, all of them
 
 
 class BatchRunner:
@@ -57,6 +59,7 @@ class BatchRunner:
         self.files = files
         self.settings = settings
         self.holder = "gw-" + secrets.token_hex(6)
+        self._interactive_at: dict[str, float] = {}  # model -> when work not of this batch was last seen
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -125,11 +128,21 @@ class BatchRunner:
         return Line.of(index, stored[0])
 
     async def _room(self, model: str, in_flight: int) -> int:
-        """How many more lines may join the queue of ``model`` now."""
+        """How many more lines may join the queue of ``model`` now. While other work of the model
+        was seen lately (jobs waiting, or more slots busy than this batch has lines in flight),
+        each worker keeps ``headroom_slots`` free for it; a batch alone on its model takes it all,
+        so it runs as fast as the same lines sent as jobs would."""
         workers = (await self.state.fleet.get()).workers_of(model)
-        if not workers or await self._waiting(model, sum(w.slots_busy for w in workers)) > 0:
-            return 0  # interactive jobs wait (or lines fed before still do): leave the room to them
-        free = sum(max(0, w.slots - w.slots_busy - self.settings.headroom_slots) for w in workers)
+        busy = sum(w.slots_busy for w in workers)
+        waiting = await self._waiting(model, busy) if workers else 0
+        now = time.monotonic()
+        if waiting > 0 or busy > in_flight:
+            self._interactive_at[model] = now
+        if not workers or waiting > 0:
+            return 0  # jobs wait (interactive ones, or lines fed before): leave the room to them
+        recent = now - self._interactive_at.get(model, float("-inf")) < self.settings.headroom_hold_s
+        keep = self.settings.headroom_slots if recent else 0
+        free = sum(max(0, w.slots - w.slots_busy - keep) for w in workers)
         return max(0, min(free, self.settings.max_in_flight - in_flight))
 
     async def _waiting(self, model: str, busy: int) -> int:
