@@ -60,6 +60,7 @@ class BatchStore:
         lines: list[str] | None,
         errors: list[dict[str, Any]] | None = None,
         model: str = "",
+        webhook_url: str = "",
     ) -> str:
         """A new batch: ``in_progress`` with its lines, or ``failed`` with the errors of its file."""
         batch_id = "batch_" + secrets.token_hex(12)
@@ -76,6 +77,7 @@ class BatchStore:
             "total": str(len(lines or ())),
             "cursor": "0",
             "model": model,
+            "webhook": webhook_url,  # where its end is announced, fixed when it was created
         }
         if errors:
             rec |= {"status": "failed", "failed_at": str(now), "errors": json.dumps(errors), "total": "0"}

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gateway.auth import Tenant
 from gateway.off_loop import off_loop
+from gateway.openai.batches.announce import announce_end, webhook_of
 from gateway.openai.batches.lines import ENDPOINTS, read_lines
 from gateway.openai.errors import OpenAIError
 from gateway.openai.shared import error_responses
@@ -81,7 +82,10 @@ async def create_batch(body: BatchCreate, tenant: Tenant, state: State) -> dict[
         metadata=body.metadata,
         lines=[line.stored() for line in lines],
         errors=errors,
+        webhook_url=webhook_of(state, tenant),
     )
+    if errors:
+        await announce_end(state, batch_id, tenant)
     view = await state.batches.view(batch_id, tenant)
     assert view is not None
     return view

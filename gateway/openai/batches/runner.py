@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from gateway.openai.batches.announce import announce_end
 from gateway.openai.batches.answers import answer_of, refused, unanswered
 from gateway.openai.batches.lines import Line, line_job
 from gateway.state import GatewayState
@@ -167,7 +168,8 @@ class BatchRunner:
             try:
                 job = line_job(endpoint, line.body)
                 job = job.model_copy(update={"metadata": {**job.metadata, "toolq_batch": batch_id}, "priority": 0})
-                submitted = await enqueue(self.state, job, tenant, idempotency_key=f"batch:{batch_id}:{index}")
+                key = f"batch:{batch_id}:{index}"
+                submitted = await enqueue(self.state, job, tenant, idempotency_key=key, default_webhook=False)
             except (QueueFull, BudgetExhausted):
                 return moved  # the line waits for room or for its tenant's next window
             except ToolqError as e:  # its model or tools are no longer served
@@ -220,6 +222,7 @@ class BatchRunner:
                 await self.files.put(tenant, f"{batch_id}_error.jsonl", "batch_output", _jsonl(err), quota=False)
             ).id
         await self.batches.finish(batch_id, status, output_file_id=out_id, error_file_id=err_id)
+        await announce_end(self.state, batch_id, tenant)
         self.state.metrics.batches_ended.labels(status).inc()
         log.info("batch ended", batch_id=batch_id, status=status, output=len(out), errors=len(err))
 
