@@ -22,6 +22,9 @@ from gateway.limits import BodySizeLimit
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.openai import conversations as openai_conversations
 from gateway.openai import errors as openai_errors
+from gateway.openai import files as openai_files
+from gateway.openai.batches import routes as openai_batches
+from gateway.openai.batches.runner import BatchRunner, RunnerSettings
 from gateway.openai.chat import routes as openai_chat
 from gateway.openai.responses import routes as openai_responses
 from gateway.settings import GatewaySettings
@@ -30,7 +33,9 @@ from gateway.tracing import TraceContext
 from gateway.wrong_keys import WrongKeys
 from toolq.protocol import PROTOCOL_VERSION
 from toolq.store.admission import QueueBounds
+from toolq.store.batches import BatchStore
 from toolq.store.event_hub import EventHub
+from toolq.store.files import FileLimits, FileStore
 from toolq.store.fleet import Fleet
 from toolq.store.jobstore import JobNotFound, JobStore, connect
 from toolq.tracing import on as tracing_on
@@ -95,9 +100,18 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
             hub=hub,
             seats=Seats(settings.max_followers_per_tenant, settings.retry_after_s),
             webhooks=webhooks or WebhookSettings(),
+            files=FileStore(store.redis, FileLimits(settings.max_file_bytes, settings.max_files, settings.file_ttl_s)),
+            batches=BatchStore(store.redis),
+        )
+        runner = BatchRunner(
+            app.state.toolq,
+            app.state.toolq.batches,
+            app.state.toolq.files,
+            RunnerSettings(max_in_flight=settings.batch_max_in_flight, headroom_slots=settings.batch_headroom_slots),
         )
         observer.start()
         hub.start()
+        runner.start()
         try:
             # Start serving once subscribed, so the events of the first jobs are counted too; a
             # Redis that is down at startup must not keep the gateway from starting, though.
@@ -110,6 +124,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
         try:
             yield
         finally:
+            await runner.stop()
             await hub.stop()
             await observer.stop()
             await store.close()
@@ -132,12 +147,19 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
     app.include_router(openai_chat.router)
     app.include_router(openai_responses.router)
     app.include_router(openai_conversations.router)
+    app.include_router(openai_files.router)
+    app.include_router(openai_batches.router)
     app.include_router(catalog.router)
     app.include_router(health.router)
     app.include_router(usage.router)
     ui.install(app, settings, app.state.keyring)
     app.add_middleware(JsonDepthLimit)  # added first, so it runs inside BodySizeLimit, on a read body
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, drain_bytes=settings.body_drain_bytes)
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=settings.max_body_bytes,
+        drain_bytes=settings.body_drain_bytes,
+        file_bytes=settings.max_file_bytes,
+    )
     hosts = served_hosts(settings)
     if hosts is not None or settings.open_access:  # added after: it runs before the body is read
         app.add_middleware(BrowserGuard, hosts=hosts, open_access=settings.open_access)

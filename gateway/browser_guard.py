@@ -10,7 +10,9 @@ An open gateway trusts whoever reaches its port, so a page the user visits must 
   address without asking. A POST, PUT or PATCH with a body must be JSON (415 otherwise), which a
   form cannot send and a script may send cross-site only after a CORS preflight the gateway never
   grants; and a state-changing request (POST, PUT, PATCH, DELETE) whose ``Origin`` is not the
-  gateway's own gets 403.
+  gateway's own gets 403. The one exception is an upload to ``/v1/files`` (OpenAI's Files API is
+  multipart): a form can post it cross-site, but a browser names its origin when it does, and a
+  file alone starts nothing (a batch is created by a JSON POST).
 
 With API keys a page has no key to send (the dashboard's cookie is ``SameSite=Strict``,
 gateway/ui/session.py), so only the Host check stays, and only when ``TOOLQ_ALLOWED_HOSTS`` is set.
@@ -55,6 +57,9 @@ def served_hosts(settings: GatewaySettings) -> frozenset[str] | None:
     return frozenset(names)
 
 
+FILES_PATH = "/v1/files"  # OpenAI's Files API takes its uploads as multipart forms (gateway/openai/files.py)
+
+
 def _json(content_type: str) -> bool:
     media = content_type.partition(";")[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
@@ -92,7 +97,10 @@ class BrowserGuard:
         if method in _WITH_BODY:
             content_type = headers.get("content-type")
             has_body = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
-            if (content_type is not None and not _json(content_type)) or (content_type is None and has_body):
+            upload = scope["path"] == FILES_PATH and (content_type or "").lower().startswith("multipart/form-data")
+            if (content_type is not None and not _json(content_type) and not upload) or (
+                content_type is None and has_body
+            ):
                 said = f"is {content_type!r}" if content_type is not None else "is missing"
                 return UnsupportedMediaType(
                     f"the body's Content-Type {said}; this gateway takes application/json only",

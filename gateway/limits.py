@@ -27,25 +27,32 @@ class BodySizeLimit:
     answered and the connection closed at once.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, drain_bytes: int = 16 << 20):
+    def __init__(self, app: ASGIApp, max_bytes: int, drain_bytes: int = 16 << 20, file_bytes: int | None = None):
         self.app = app
-        self.max_bytes = max_bytes
+        self.body_bytes = max_bytes
         self.drain_bytes = drain_bytes
+        # an upload to OpenAI's Files API (gateway/openai/files.py) may be larger: its file's cap
+        # and the multipart form around it
+        self.file_bytes = max(max_bytes, (file_bytes or 0) + 64 * 1024)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
+        limit = self.file_bytes if scope.get("path") == "/v1/files" else self.body_bytes
+        await self._bounded(scope, receive, send, limit)
+
+    async def _bounded(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         for name, value in scope.get("headers", ()):
             if name == b"content-length":
                 try:
-                    too_big = int(value) > self.max_bytes
+                    too_big = int(value) > limit
                 except ValueError:
                     too_big = False  # the server rejects a broken Content-Length itself
                 if too_big:
-                    if int(value) <= self.max_bytes + self.drain_bytes:
-                        await self._drain(receive, 0)
-                    await self._refuse(send, scope)
+                    if int(value) <= limit + self.drain_bytes:
+                        await self._drain(receive, 0, limit)
+                    await self._refuse(send, scope, limit)
                     return
         chunks, size = [], 0
         while True:
@@ -54,10 +61,10 @@ class BodySizeLimit:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
+            if size > limit:
                 if message.get("more_body", False):
-                    await self._drain(receive, size)
-                await self._refuse(send, scope)
+                    await self._drain(receive, size, limit)
+                await self._refuse(send, scope, limit)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -74,16 +81,16 @@ class BodySizeLimit:
 
         await self.app(scope, replay, send)
 
-    async def _drain(self, receive: Receive, size: int) -> None:
+    async def _drain(self, receive: Receive, size: int, limit: int) -> None:
         """Read and drop the rest of the body, until it ends or passes the drain allowance."""
-        while size <= self.max_bytes + self.drain_bytes:
+        while size <= limit + self.drain_bytes:
             message = await receive()
             if message["type"] != "http.request" or not message.get("more_body", False):
                 return
             size += len(message.get("body", b""))
 
-    async def _refuse(self, send: Send, scope: Scope) -> None:
-        exc = BodyTooLarge(f"the request body is larger than the limit of {self.max_bytes} bytes")
+    async def _refuse(self, send: Send, scope: Scope, limit: int) -> None:
+        exc = BodyTooLarge(f"the request body is larger than the limit of {limit} bytes")
         await send_error(send, exc, scope, close=True)
 
 

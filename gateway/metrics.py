@@ -68,6 +68,13 @@ class GatewayMetrics:
             "toolq_queue_depth", "Jobs in a model's queue (waiting or running)", ["model"], registry=r
         )
         self.workers = Gauge("toolq_workers", "Live workers per model", ["model"], registry=r)
+        # OpenAI's Batch API (gateway/openai/batches/): counted by the gateway that ran the batch
+        self.batch_lines_fed = Counter(
+            "toolq_batch_lines_fed", "Batch lines this gateway fed to the queue as jobs", registry=r
+        )
+        self.batches_ended = Counter(
+            "toolq_batches_ended", "Batches this gateway finalized, by status", ["status"], registry=r
+        )
         self.workers_needed = Gauge(
             "toolq_workers_needed",
             "Workers a model's queue fills (not jobs): ceil(queue depth / slots per worker); an autoscaler's target",

@@ -46,6 +46,14 @@ class GatewaySettings(BaseSettings):
     # How much more of an oversized body is read and dropped so its sender can read the 413
     # (gateway/limits.py); past it the connection is closed.
     body_drain_bytes: int = Field(default=16 << 20, ge=0)
+    # OpenAI's Files and Batch API (gateway/openai/files.py, gateway/openai/batches/)
+    max_file_bytes: int = Field(default=16 << 20, ge=1024)  # one uploaded file, kept in Redis
+    max_files: int = Field(default=100, ge=1)  # live files per tenant
+    file_ttl_s: int = Field(default=30 * 86400, ge=60)
+    batch_max_lines: int = Field(default=50_000, ge=1)
+    batch_window_s: int = Field(default=24 * 3600, ge=1)  # "24h", the only window OpenAI takes; lower it for tests
+    batch_max_in_flight: int = Field(default=64, ge=1)  # lines of one batch queued or running at once
+    batch_headroom_slots: int = Field(default=1, ge=0)  # free slots per worker batches leave to interactive jobs
     max_messages: int = Field(default=256, ge=1)
     max_tokens_cap: int = Field(default=4096, ge=1)
     max_iterations_cap: int = Field(default=20, ge=1)

@@ -48,11 +48,11 @@ class Admitted:
 _ADMIT = object()
 
 
-async def admit(state: GatewayState, request: JobRequest, tenant: str) -> Admitted:
+async def admit(state: GatewayState, request: JobRequest, tenant: str, *, default_webhook: bool = True) -> Admitted:
     """The gateway's checks, for every front door; raises the ToolqError of the first refusal."""
     apply_caps(request, state.settings)
     await check_budgets(state, tenant)
-    request = await settle_webhook(request, tenant, state.webhooks)
+    request = await settle_webhook(request, tenant, state.webhooks, use_default=default_webhook)
     model = (await state.fleet.get()).resolve(request)
     return Admitted(_ADMIT, request, model, tenant, policy_of(state.settings.tenants, tenant))
 
@@ -64,7 +64,12 @@ class Submitted(NamedTuple):
 
 
 async def enqueue(
-    state: GatewayState, request: JobRequest, tenant: str, *, idempotency_key: str | None = None
+    state: GatewayState,
+    request: JobRequest,
+    tenant: str,
+    *,
+    idempotency_key: str | None = None,
+    default_webhook: bool = True,
 ) -> Submitted:
     """Check and enqueue a job. Raises the ToolqError of a refusal (caps, unknown model or tool,
     no worker, QueueFull with Retry-After).
@@ -76,7 +81,7 @@ async def enqueue(
     Traced as the ``submit`` span (under the caller's ``traceparent``, gateway/tracing.py), whose
     context the job's record keeps for the worker's spans."""
     with span("submit", kind=entry_kind(), attributes={genai.TENANT: tenant}) as s:
-        submitted = await _enqueue(state, request, tenant, idempotency_key)
+        submitted = await _enqueue(state, request, tenant, idempotency_key, default_webhook)
         if s.is_recording():
             s.set_attributes({genai.JOB_ID: submitted.job_id, "toolq.created": submitted.created})
             if submitted.model:
@@ -84,11 +89,13 @@ async def enqueue(
         return submitted
 
 
-async def _enqueue(state: GatewayState, request: JobRequest, tenant: str, idempotency_key: str | None) -> Submitted:
+async def _enqueue(
+    state: GatewayState, request: JobRequest, tenant: str, idempotency_key: str | None, default_webhook: bool
+) -> Submitted:
     refusal: ToolqError | None = None
     model: str | None = None
     try:
-        admitted = await admit(state, request, tenant)
+        admitted = await admit(state, request, tenant, default_webhook=default_webhook)
         request, model = admitted.request, admitted.model
     except ToolqError as e:
         if idempotency_key is None:

@@ -14,10 +14,19 @@ REFUSED = "webhook_refused"  # the error code of a refused webhook
 
 
 async def settle_webhook(
-    request: JobRequest, tenant: str, settings: WebhookSettings, resolver: Resolver | None = None
+    request: JobRequest,
+    tenant: str,
+    settings: WebhookSettings,
+    resolver: Resolver | None = None,
+    *,
+    use_default: bool = True,
 ) -> JobRequest:
-    """The request with the webhook the job reports to; raises InvalidRequest (422) naming why not."""
+    """The request with the webhook the job reports to; raises InvalidRequest (422) naming why not.
+    ``use_default`` False: a job that names none reports to none (a batch's line: its batch
+    announces its own end instead)."""
     if request.webhook is None:
+        if not use_default:
+            return request
         default = settings.defaults.get(tenant)
         return request if default is None else request.model_copy(update={"webhook": default})
     if not settings.secrets.get(tenant):

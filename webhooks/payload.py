@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from typing import Any
 
 from toolq.store.deliveries import Delivery
 from toolq.webhooks import signature_header
@@ -17,9 +18,15 @@ TYPE_PREFIX = "job."  # event types: job.completed, job.failed, job.cancelled, j
 
 
 def body(d: Delivery) -> bytes:
+    """A job's event as ``job.<kind>`` with ``data.job_id`` and ``data.event``; a batch's end as
+    ``batch.<status>`` (its type already) with ``data.id`` and ``data.batch``, the batch object."""
     ts = d.event.get("ts", d.created_ms)
     when = datetime.fromtimestamp(ts / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
-    doc = {"type": TYPE_PREFIX + d.type, "timestamp": when, "data": {"job_id": d.job_id, "event": d.event}}
+    doc: dict[str, Any]
+    if d.type.startswith("batch."):
+        doc = {"type": d.type, "timestamp": when, "data": {"id": d.job_id, "batch": d.event.get("batch")}}
+    else:
+        doc = {"type": TYPE_PREFIX + d.type, "timestamp": when, "data": {"job_id": d.job_id, "event": d.event}}
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 

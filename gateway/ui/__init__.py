@@ -8,7 +8,7 @@ from fastapi import FastAPI
 
 from gateway.auth import KeyRing
 from gateway.settings import GatewaySettings
-from gateway.ui import api, pages
+from gateway.ui import api, batches, pages
 from gateway.ui.session import Sessions
 
 
@@ -17,5 +17,6 @@ def install(app: FastAPI, settings: GatewaySettings, ring: KeyRing) -> None:
     app.state.ui_sessions = Sessions(settings, ring)
     app.include_router(api.login_router)
     app.include_router(api.router)
+    app.include_router(batches.router)
     app.include_router(pages.router)
     app.mount("/ui/static", pages.static_files(), name="ui-static")

@@ -80,6 +80,11 @@ async def approvals_page(request: Request) -> Response:
     return await _shell(request, "approvals.html", "Approvals")
 
 
+@router.get("/batches")
+async def batches_page(request: Request) -> Response:
+    return await _shell(request, "batches.html", "Batches")
+
+
 @router.get("/login")
 async def login_page(request: Request) -> Response:
     return _page("login.html", "Sign in", page="login")

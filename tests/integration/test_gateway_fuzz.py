@@ -12,6 +12,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from gateway.app import create_app
+from gateway.openai.errors import PREFIXES as OPENAI_PREFIXES
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import LiveGateway, private_redis
 from tests.support.pauses import paused_job, pending
@@ -92,7 +93,7 @@ def check(response, case) -> None:
     if response.status_code >= 400 and ctype[0].startswith("application/json"):
         error = response.json()["error"]
         # OpenAI's shape: code may be null
-        if case.path.startswith(("/v1/chat/", "/v1/responses", "/v1/conversations")):
+        if case.path.startswith(OPENAI_PREFIXES):
             assert error["type"] and error["message"] and "param" in error
         else:
             assert error["code"] and error["message"]

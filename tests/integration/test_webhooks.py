@@ -424,3 +424,47 @@ async def test_a_tenant_default_applies_to_jobs_that_name_no_webhook(gateway, re
 
         [d] = await eventually(recorded, timeout=20)
     assert d["url"] == default.url and d["type"] == "completed" and d["event"]["type"] == "final"
+
+
+async def test_a_batch_announces_its_end_to_the_tenants_default_webhook(gateway, receiver, redis_url, sender):
+    """batch.completed and batch.failed (gateway/openai/batches/announce.py), signed like a job's."""
+    from gateway.settings import GatewaySettings
+    from tests.integration.gateway_support import asgi_client
+    from toolq.webhook_settings import WebhookSettings
+
+    default = Webhook(url=receiver.url + "/ok?batches", events=["completed"])
+    settings = WebhookSettings(secrets={"default": [NEW]}, defaults={"default": default}, allow_private=True)
+    line = {"custom_id": "x", "method": "POST", "url": "/v1/chat/completions"}
+    good = json.dumps({**line, "body": {"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}})
+    async with asgi_client(GatewaySettings(redis_url=redis_url), webhooks=settings) as client:
+
+        async def batch_of(text: str) -> dict:
+            up = await client.post("/v1/files", files={"file": ("in.jsonl", text.encode())}, data={"purpose": "batch"})
+            assert up.status_code == 200, up.text
+            form = {"input_file_id": up.json()["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"}
+            r = await client.post("/v1/batches", json=form)
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        failed = await batch_of("not json\n")
+        assert failed["status"] == "failed"
+        done = await batch_of(good + "\n")
+
+        async def completed():
+            b = (await client.get(f"/v1/batches/{done['id']}")).json()
+            return b if b["status"] == "completed" else None
+
+        await eventually(completed, timeout=30)
+    got = wait_for(
+        "two batch deliveries",
+        lambda: (
+            [r for r in receiver.received() if r["path"] == "/ok?batches"][1:]
+            and [r for r in receiver.received() if r["path"] == "/ok?batches"]
+        ),
+    )
+    by_type = {r["body"]["type"]: r["body"] for r in got}
+    assert set(by_type) == {"batch.failed", "batch.completed"}, by_type
+    assert by_type["batch.completed"]["data"]["id"] == done["id"]
+    assert by_type["batch.completed"]["data"]["batch"]["request_counts"] == {"total": 1, "completed": 1, "failed": 0}
+    assert by_type["batch.failed"]["data"]["batch"]["errors"]["data"][0]["line"] == 1
+    assert_verified(got)

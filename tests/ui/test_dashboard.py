@@ -9,6 +9,7 @@ Screenshots of every page at a laptop's and a phone's width go to ``test-artifac
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -278,5 +279,45 @@ def test_a_quarantined_job_wears_its_badge_and_the_filter_finds_it(browser, stac
         assert [a.text_content() for a in page.locator("[data-test=jobs] tbody a").all()] == [job_id]
         assert not page.errors, page.errors  # type: ignore[attr-defined]
         shoot(page, shots, "jobs-quarantined")
+    finally:
+        ctx.close()
+
+
+def test_a_batch_shows_its_progress_and_links_each_line_to_its_job(browser, gateway, shots):
+    line = {"method": "POST", "url": "/v1/chat/completions"}
+    body = {"model": "scripted", "messages": [USER], "toolq": {"server_tools": ["calculate_zorbix"]}}
+    text = "\n".join(json.dumps({**line, "custom_id": f"z{i}", "body": body}) for i in range(3)) + "\n"
+    h = {"Authorization": f"Bearer {A}"}
+    up = httpx.post(
+        f"{gateway}/v1/files", headers=h, files={"file": ("in.jsonl", text.encode())}, data={"purpose": "batch"}
+    )
+    assert up.status_code == 200, up.text
+    form = {"input_file_id": up.json()["id"], "endpoint": "/v1/chat/completions", "completion_window": "24h"}
+    batch = httpx.post(f"{gateway}/v1/batches", headers=h, json=form).json()
+    ctx, page = signed_in(browser, gateway, A)
+    try:
+        page.goto("/ui/batches")
+        card = page.locator(f"[data-test=batch][data-batch-id='{batch['id']}']")
+        card.wait_for()
+        page.locator(f"[data-test=batch][data-batch-id='{batch['id']}'][data-status=completed]").wait_for(
+            timeout=60_000
+        )
+        assert "3 of 3 lines · 3 completed · 0 failed" in card.locator("[data-test=counts]").text_content()
+        card.locator("h2 a").click()
+        links = card.locator("[data-test=line-job]")
+        links.first.wait_for()
+        assert links.count() == 3
+        shoot(page, shots, "batches")
+        job_id = links.first.text_content()
+        links.first.click()
+        page.wait_for_url(f"**/ui/jobs/{job_id}")
+        page.wait_for_selector("[data-test=timeline] li")
+    finally:
+        ctx.close()
+    ctx, page = signed_in(browser, gateway, B)
+    try:
+        page.goto("/ui/batches")
+        page.wait_for_selector("[data-test=empty]:visible")
+        assert batch["id"] not in page.content()
     finally:
         ctx.close()

@@ -25,6 +25,8 @@ from toolq.store import keys
 from toolq.store.scripts import Script
 
 DeliveryStatus = Literal["pending", "sending", "delivered", "failed"]
+# A batch's end (gateway/openai/batches/runner.py), sent to its tenant's default webhook.
+BatchWebhookEvent = Literal["batch.completed", "batch.failed", "batch.expired", "batch.cancelled"]
 
 # The webhook event each job event is, for the events a webhook may report.
 WEBHOOK_KIND: dict[EventType, WebhookEvent] = {
@@ -69,7 +71,7 @@ class Delivery(BaseModel):
     job_id: str
     tenant: str
     url: str
-    type: WebhookEvent
+    type: WebhookEvent | BatchWebhookEvent
     status: DeliveryStatus
     attempts: int = 0  # attempts started (an attempt cut short by a dead sender counts)
     created_ms: int
@@ -89,6 +91,25 @@ class Delivery(BaseModel):
         fields["last_error"] = h.get("last_error") or None
         fields["event"] = json.loads(h.get("event") or "{}")
         return cls(**fields)
+
+
+async def record_batch_end(redis: Any, batch: dict[str, Any], tenant: str, url: str, now_ms: int) -> str:
+    """Record the delivery of a batch's end (``batch.<status>``, the batch object as its event),
+    as the scripts record a job's: due now, in the batch's delivery log, the sender woken."""
+    delivery_id = new_delivery_id()
+    event = json.dumps({"ts": now_ms, "batch": batch}, ensure_ascii=False)
+    fields = {
+        "id": delivery_id, "job_id": batch["id"], "tenant": tenant, "url": url, "type": f"batch.{batch['status']}",
+        "event": event, "status": "pending", "attempts": 0, "created_ms": now_ms, "since_ms": now_ms, "next_ms": now_ms,
+    }  # fmt: skip
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hset(keys.delivery(delivery_id), mapping=fields)
+        pipe.zadd(keys.WEBHOOK_DUE, {delivery_id: now_ms})
+        pipe.rpush(keys.job_deliveries(batch["id"]), delivery_id)
+        pipe.lpush(keys.WEBHOOK_WAKE, delivery_id)
+        pipe.ltrim(keys.WEBHOOK_WAKE, 0, 0)
+        await pipe.execute()
+    return delivery_id
 
 
 class DeliveryNotFound(LookupError):

@@ -360,4 +360,39 @@ document.addEventListener("alpine:init", () => {
       this.load();
     },
   }));
+
+  Alpine.data("batches", () => ({
+    ...helpers,
+    items: [],
+    shown: null,
+    error: "",
+    timer: null,
+    init() {
+      this.load();
+      this.timer = setInterval(() => this.load(), 2000);
+    },
+    destroy() {
+      clearInterval(this.timer);
+    },
+    pct(b) {
+      const c = b.request_counts;
+      return c.total ? Math.round((100 * (c.completed + c.failed)) / c.total) : 100;
+    },
+    async load() {
+      try {
+        this.items = await api("/ui/api/batches");
+        if (this.shown) await this.open(this.shown.batch);
+        this.error = "";
+      } catch (e) {
+        this.error = e.message;
+      }
+    },
+    async open(b) {
+      try {
+        this.shown = await api("/ui/api/batches/" + encodeURIComponent(b.id));
+      } catch (e) {
+        this.error = e.message;
+      }
+    },
+  }));
 });

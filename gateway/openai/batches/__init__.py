@@ -1,0 +1,1 @@
+"""OpenAI's Batch API over the queue: lines (the input checked), runner (fed in spare capacity), answers, routes."""

@@ -1,0 +1,231 @@
+"""Runs the fleet's batches in its spare capacity: every gateway runs one ``BatchRunner``, and a
+batch is run by whichever gateway holds its lease (toolq/store/batches.py), so a gateway that dies
+mid-batch hands it to another within a lease.
+
+Each tick, for each batch it holds:
+1. **Collect**: a line whose job ended gets its answer, written once (gateway/openai/batches/answers.py).
+2. **End**: past its window, a batch cancels its lines in flight, and each line not answered is
+   ``batch_expired``; a batch being cancelled does the same with ``batch_cancelled``, keeping what
+   was answered before. Once nothing is in flight, it is finalized: the output and error files are
+   written (each line once, in either), and the batch ends ``completed``, ``expired`` or ``cancelled``.
+3. **Feed**: lines join the queue only into room the interactive tenants leave: while no job of
+   the model waits in the queue, up to the model's free slots (less one per worker, kept for the
+   next interactive job, while interactive work was seen in the last ``headroom_hold_s``), and
+   never more than ``max_in_flight`` of one batch. So a
+   50,000-line file is never 50,000 queued jobs, and an interactive job never waits behind a
+   batch's backlog. A line's job is its tenant's, charged to its budgets and counted in its fair
+   share like any other; a full queue or a spent budget makes the line wait, not fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import time
+from dataclasses import dataclass
+
+import structlog
+
+from gateway.openai.batches.announce import announce_end
+from gateway.openai.batches.answers import answer_of, refused, unanswered
+from gateway.openai.batches.lines import Line, line_job
+from gateway.state import GatewayState
+from gateway.submission import enqueue
+from toolq.errors import BudgetExhausted, QueueFull, ToolqError
+from toolq.store.batches import BatchStore
+from toolq.store.fair import FairQueue
+from toolq.store.files import FileStore
+from toolq.store.fleet import queue_depths
+from toolq.store.jobstore import JobNotFound
+
+log = structlog.get_logger("toolq.gateway.batches")
+
+__all__ = ["BatchRunner", "RunnerSettings"]
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    tick_s: float = 0.25
+    lease_ms: int = 10_000
+    max_in_flight: int = 64  # lines of one batch in the queue or running at once
+    headroom_slots: int = 1  # free slots per worker the batches leave to interactive jobs...
+    headroom_hold_s: float = 30.0  # ...while interactive work was seen this recently; alone, all of them
+
+
+class BatchRunner:
+    def __init__(self, state: GatewayState, batches: BatchStore, files: FileStore, settings: RunnerSettings):
+        self.state = state
+        self.batches = batches
+        self.files = files
+        self.settings = settings
+        self.holder = "gw-" + secrets.token_hex(6)
+        self._interactive_at: dict[str, float] = {}  # model -> when work not of this batch was last seen
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="toolq-batch-runner")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _loop(self) -> None:
+        while True:
+            moved = False
+            try:
+                for batch_id in await self.batches.active():
+                    if await self.batches.take_lease(batch_id, self.holder, self.settings.lease_ms):
+                        moved = await self.step(batch_id) or moved
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # Redis away, say: the batch's state is in Redis; try again next tick
+                log.exception("batch runner tick failed")
+            # a tick that answered or fed lines goes again at once: room may have freed meanwhile
+            await asyncio.sleep(0.01 if moved else self.settings.tick_s)
+
+    async def step(self, batch_id: str) -> bool:
+        """One tick of one batch; whether any of its lines was answered or fed."""
+        rec = await self.batches.record(batch_id)
+        if rec is None or rec["status"] not in ("in_progress", "cancelling", "finalizing"):
+            return False
+        endpoint = rec["endpoint"]
+        moved = await self._collect(batch_id, endpoint)
+        status = rec["status"]
+        if status == "in_progress" and time.time() >= int(rec["expires_at"]):
+            status = "expiring"
+        if status in ("cancelling", "expiring"):
+            await self._end(batch_id, endpoint, "cancelled" if status == "cancelling" else "expired")
+            return moved
+        cursor = int(rec["cursor"])
+        if status == "in_progress" and cursor < int(rec["total"]):
+            return await self._feed(batch_id, endpoint, rec["tenant"], cursor) or moved
+        if not await self.batches.in_flight(batch_id):
+            await self._finalize(batch_id, rec["tenant"], "completed")
+        return moved
+
+    async def _collect(self, batch_id: str, endpoint: str) -> bool:
+        """Answer the lines whose jobs ended; whether there were any."""
+        moved = False
+        for index, job_id in (await self.batches.in_flight(batch_id)).items():
+            line = await self._line(batch_id, index)
+            try:
+                job = await self.state.store.record(job_id)
+            except JobNotFound:
+                gone = unanswered(line.custom_id, "job_expired", f"the line's job {job_id} expired before it was read")
+                await self.batches.answer(batch_id, index, line.custom_id, gone, ok=False)
+                moved = True
+                continue
+            if job.terminal:
+                answer, ok = answer_of(endpoint, line.custom_id, line.body, job)
+                await self.batches.answer(batch_id, index, line.custom_id, answer, ok=ok)
+                moved = True
+        return moved
+
+    async def _line(self, batch_id: str, index: int) -> Line:
+        stored = await self.batches.next_lines(batch_id, index, 1)
+        return Line.of(index, stored[0])
+
+    async def _room(self, model: str, in_flight: int) -> int:
+        """How many more lines may join the queue of ``model`` now. While other work of the model
+        was seen lately (jobs waiting, or more slots busy than this batch has lines in flight),
+        each worker keeps ``headroom_slots`` free for it; a batch alone on its model takes it all,
+        so it runs as fast as the same lines sent as jobs would."""
+        workers = (await self.state.fleet.get()).workers_of(model)
+        busy = sum(w.slots_busy for w in workers)
+        waiting = await self._waiting(model, busy) if workers else 0
+        now = time.monotonic()
+        if waiting > 0 or busy > in_flight:
+            self._interactive_at[model] = now
+        if not workers or waiting > 0:
+            return 0  # jobs wait (interactive ones, or lines fed before): leave the room to them
+        recent = now - self._interactive_at.get(model, float("-inf")) < self.settings.headroom_hold_s
+        keep = self.settings.headroom_slots if recent else 0
+        free = sum(max(0, w.slots - w.slots_busy - keep) for w in workers)
+        return max(0, min(free, self.settings.max_in_flight - in_flight))
+
+    async def _waiting(self, model: str, busy: int) -> int:
+        """Jobs of ``model`` waiting for a slot: its tenants' waiting sets under fair share, else
+        arq's queue less the jobs running (arq keeps a job in its queue until it ends)."""
+        if self.state.store.fair:
+            return sum((await FairQueue(self.state.store.redis).waiting(model)).values())
+        return max(0, (await queue_depths(self.state.store.redis, [model]))[0] - busy)
+
+    async def _feed(self, batch_id: str, endpoint: str, tenant: str, cursor: int) -> bool:
+        """Feed lines into the room there is; whether any was fed (or answered at once)."""
+        in_flight = len(await self.batches.in_flight(batch_id))
+        first = await self.batches.next_lines(batch_id, cursor, 1)
+        if not first:
+            return False
+        job = line_job(endpoint, Line.of(cursor, first[0]).body)
+        room = await self._room(job.model or "", in_flight)
+        moved = False
+        for offset, stored in enumerate(await self.batches.next_lines(batch_id, cursor, room)):
+            index = cursor + offset
+            line = Line.of(index, stored)
+            try:
+                job = line_job(endpoint, line.body)
+                job = job.model_copy(update={"metadata": {**job.metadata, "toolq_batch": batch_id}, "priority": 0})
+                key = f"batch:{batch_id}:{index}"
+                submitted = await enqueue(self.state, job, tenant, idempotency_key=key, default_webhook=False)
+            except (QueueFull, BudgetExhausted):
+                return moved  # the line waits for room or for its tenant's next window
+            except ToolqError as e:  # its model or tools are no longer served
+                answer = refused(line.custom_id, e.status, e.message, e.code)
+                await self.batches.answer(batch_id, None, line.custom_id, answer, ok=False)
+                await self.batches.skipped(batch_id, index)
+                moved = True
+                continue
+            await self.batches.fed(batch_id, index, submitted.job_id)
+            self.state.metrics.batch_lines_fed.inc()
+            moved = True
+        return moved
+
+    async def _end(self, batch_id: str, endpoint: str, status: str) -> None:
+        """Cancel what is in flight; once it has ended, answer every line left and finalize."""
+        in_flight = await self.batches.in_flight(batch_id)
+        for job_id in in_flight.values():
+            with contextlib.suppress(JobNotFound):
+                await self.state.store.cancel(job_id)
+        await self._collect(batch_id, endpoint)
+        if await self.batches.in_flight(batch_id):
+            return  # running jobs stop at their next token; the next tick collects them
+        rec = await self.batches.record(batch_id)
+        assert rec is not None
+        code = "batch_cancelled" if status == "cancelled" else "batch_expired"
+        why = (
+            "the batch was cancelled before this line ran"
+            if status == "cancelled"
+            else ("the batch's completion window ended before this line ran")
+        )
+        answered = await self.batches.answered(batch_id)
+        for index, stored in await self.batches.lines(batch_id):
+            line = Line.of(index, stored)
+            if line.custom_id not in answered:
+                await self.batches.answer(
+                    batch_id, None, line.custom_id, unanswered(line.custom_id, code, why), ok=False
+                )
+        await self._finalize(batch_id, rec["tenant"], status)
+
+    async def _finalize(self, batch_id: str, tenant: str, status: str) -> None:
+        await self.batches.set_status(batch_id, "finalizing")
+        out, err = await self.batches.outputs(batch_id)
+        out_id = err_id = None
+        if out:
+            out_id = (
+                await self.files.put(tenant, f"{batch_id}_output.jsonl", "batch_output", _jsonl(out), quota=False)
+            ).id
+        if err:
+            err_id = (
+                await self.files.put(tenant, f"{batch_id}_error.jsonl", "batch_output", _jsonl(err), quota=False)
+            ).id
+        await self.batches.finish(batch_id, status, output_file_id=out_id, error_file_id=err_id)
+        await announce_end(self.state, batch_id, tenant)
+        self.state.metrics.batches_ended.labels(status).inc()
+        log.info("batch ended", batch_id=batch_id, status=status, output=len(out), errors=len(err))
+
+
+def _jsonl(lines: list[str]) -> bytes:
+    return ("\n".join(lines) + "\n").encode()
