@@ -1,6 +1,6 @@
 """Answers to a paused job (status ``requires_action``): the results of client-executed tools and
 the decisions on calls that need approval. Once every call the job waits on is answered it is
-queued again and resumes from its checkpoint (toolq/store/lua/answer.lua)."""
+queued again and resumes from its checkpoint (store/lua/answer.lua)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from fastapi import APIRouter, Body
 from gateway.auth import Tenant
 from gateway.jobs import JobId, owned
 from gateway.state import GatewayState, State
+from store.jobstore import JobNotFound
 from toolq.api import ApprovalDecision, ErrorBody, JobView, ToolResult
 from toolq.errors import JobNotFoundError
 from toolq.limits import MAX_ANSWERS
 from toolq.protocol import ActionKind
-from toolq.store.jobstore import JobNotFound
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -1,5 +1,5 @@
 """Webhook deliveries, scoped to the caller's tenant: a job's delivery log, one delivery with its
-attempts, the dead-letter list, and sending a failed one again (toolq/store/deliveries.py)."""
+attempts, the dead-letter list, and sending a failed one again (store/deliveries.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from pydantic import BaseModel
 from gateway.auth import Tenant
 from gateway.jobs import JobId, owned
 from gateway.state import State
+from store.deliveries import Deliveries, DeliveryNotFound, NotFailed
 from toolq.api import ErrorBody
+from toolq.deliveries import Delivery
 from toolq.errors import Conflict, NotFound
-from toolq.store.deliveries import Deliveries, Delivery, DeliveryNotFound, NotFailed
 
 router = APIRouter(tags=["webhooks"])
 

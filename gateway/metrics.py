@@ -4,7 +4,7 @@ The gateway subscribes to the all-jobs channel, so the figures cover every job i
 including those submitted straight into Redis by the SDK. Each gateway replica therefore reports
 the same cluster-wide counts: aggregate replicas with ``max``, not ``sum``. Labels are bounded on
 purpose: model, outcome, tool (only names a live worker serves), tenant (the configured API keys'
-tenants: the figures per tenant come from Redis, toolq/store/fair.py and toolq/store/usage.py, so
+tenants: the figures per tenant come from Redis, store/fair.py and store/usage.py, so
 every replica reports the same; only the 429 counter is this replica's own: aggregate it with
 ``sum``); never job ids.
 Tenant names and usage are only for operators: the per-tenant series live in a registry of their
@@ -29,12 +29,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from store import keys
+from store.fair import FairQueue
+from store.fleet import Fleet
+from store.usage import read_usage
 from toolq.payloads import MODELS, FinalData, QueuedData, StartedData, TokenData, ToolCallData, ToolResultData
 from toolq.protocol import TERMINAL_EVENTS, EventType
-from toolq.store import keys
-from toolq.store.fair import FairQueue
-from toolq.store.fleet import Fleet
-from toolq.store.usage import read_usage
 
 log = structlog.get_logger("toolq.gateway")
 
@@ -151,7 +151,7 @@ class GatewayMetrics:
             ["tenant", "reason"],
             registry=t,
         )
-        # Affinity (toolq/store/affinity.py): read from Redis and the registry at scrape time.
+        # Affinity (store/affinity.py): read from Redis and the registry at scrape time.
         self.affinity = Gauge(
             "toolq_affinity_dispatches",
             "Jobs offered first to the worker holding their conversation, by how they were placed "
@@ -159,7 +159,7 @@ class GatewayMetrics:
             ["model", "placed"],
             registry=r,
         )
-        # Poison jobs (toolq/store/lua/claim.lua): read from Redis at scrape time; no tenant label.
+        # Poison jobs (store/lua/claim.lua): read from Redis at scrape time; no tenant label.
         self.quarantined = Gauge(
             "toolq_jobs_quarantined",
             "Jobs ended worker_lost after too many attempts lost their worker (a counter kept in Redis)",

@@ -12,8 +12,8 @@ from gateway.followers import Seats
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.settings import GatewaySettings
 from gateway.wrong_keys import WrongKeys
-from toolq.store.event_hub import EventHub
-from toolq.store.jobstore import JobStore
+from store.event_hub import EventHub
+from store.jobstore import JobStore
 from toolq.webhook_settings import WebhookSettings
 
 
@@ -25,7 +25,7 @@ class GatewayState:
     metrics: GatewayMetrics
     observer: EventObserver
     wrong_keys: WrongKeys  # gateway/wrong_keys.py
-    hub: EventHub  # every follower's events (toolq/store/event_hub.py)
+    hub: EventHub  # every follower's events (store/event_hub.py)
     seats: Seats  # followers per tenant (gateway/followers.py)
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)  # toolq/webhook_settings.py
 

@@ -1,8 +1,8 @@
-"""/v1/threads: conversations kept on the server, and runs on them (toolq/store/threads.py).
+"""/v1/threads: conversations kept on the server, and runs on them (store/threads.py).
 
 Every route is scoped to the caller's tenant: another tenant's thread is a 404, exactly like one
 that does not exist. A run passes the same door as POST /v1/jobs (gateway/submission.py: admit,
-then the store's queue bounds, toolq/store/admission.py).
+then the store's queue bounds, store/admission.py).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from fastapi import APIRouter, Body, Path, Query
 from gateway.auth import Tenant
 from gateway.state import GatewayState, State
 from gateway.submission import admit, queue_full
+from store import keys
+from store.admission import QueueAtLimit
+from store.threads import RunRejected, ThreadInfo, ThreadLimits, ThreadNotFound, ThreadStore
 from toolq.api import ErrorBody
 from toolq.errors import RunActive, ThreadNotFoundError
 from toolq.protocol import JobStatus
-from toolq.store import keys
-from toolq.store.admission import QueueAtLimit
-from toolq.store.threads import RunRejected, ThreadInfo, ThreadLimits, ThreadNotFound, ThreadStore
 from toolq.thread_api import (
     MAX_PAGE,
     MessagePage,

@@ -1,7 +1,7 @@
 """Wrong keys are rate limited per client address, in Redis, so every replica counts together.
 
 Each wrong key (API key on /v1 and /metrics, API or operator key at /ui) adds one to the address's
-counter (toolq/store/lua/wrong_key.lua); the window starts at the first wrong key. Past
+counter (store/lua/wrong_key.lua); the window starts at the first wrong key. Past
 ``wrong_key_limit`` wrong keys in ``wrong_key_window_s`` every key from that address gets 429
 with Retry-After until the window ends, a right key too: were a newly presented right key let
 through, a 429 would only mean "wrong" and guessing would go on at full speed.
@@ -31,9 +31,9 @@ from typing import Any, TypeVar
 from fastapi import Request
 
 from gateway.key_digest import key_digest
+from store import keys
+from store.scripts import Script
 from toolq.errors import TooManyWrongKeys
-from toolq.store import keys
-from toolq.store.scripts import Script
 
 T = TypeVar("T")
 SUSPECTS = 10_000  # addresses remembered between a wrong key and their window's end

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from toolq.store import redis_urls
+from store import redis_urls
 
 
 def free_port() -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
-from toolq.store.deliveries import Delivery
+from toolq.deliveries import Delivery
 from toolq.webhooks import signature_header
 
 TYPE_PREFIX = "job."  # event types: job.completed, job.failed, job.cancelled, job.requires_action

@@ -16,7 +16,8 @@ import httpx
 import structlog
 from redis.exceptions import RedisError
 
-from toolq.store.deliveries import Attempt, Claim, Deliveries
+from store.deliveries import Claim, Deliveries
+from toolq.deliveries import Attempt
 from toolq.webhook_urls import Resolver
 from webhooks import metrics
 from webhooks.attempt import attempt

@@ -92,7 +92,7 @@ def _check_writable(folder: Path) -> None:
 def _check_redis(url: str) -> None:
     import redis
 
-    from toolq.store import redis_urls
+    from store import redis_urls
 
     try:
         client = redis_urls.sync_client(url, socket_connect_timeout=5, socket_timeout=5)

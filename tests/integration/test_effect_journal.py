@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from toolq.store.durability import Durability
+from store.durability import Durability
 from toolq.tools import CallContext, ToolRegistry, current_call
 from toolq.tools.journal import Journal
 

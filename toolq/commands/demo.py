@@ -25,11 +25,11 @@ import httpx
 import redis
 from rich.console import Console
 
+from store import keys, redis_urls
 from toolq.errors import CommandError
 from toolq.local import free_port, redis_answers
 from toolq.protocol import EventType, JobRequest, Message
 from toolq.settings import RedisSettings
-from toolq.store import keys, redis_urls
 
 console = Console(highlight=False)
 

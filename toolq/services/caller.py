@@ -14,10 +14,10 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from store import keys
+from store.scripts import Script
+from store.services import ServiceFleetView
 from toolq.services.calls import decode_outcome
-from toolq.store import keys
-from toolq.store.scripts import Script
-from toolq.store.services import ServiceFleetView
 from toolq.tools import ToolOutcome
 from toolq.tracing import current_carrier
 

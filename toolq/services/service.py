@@ -1,10 +1,10 @@
 """``ToolService``: serve the ``@tool`` functions of a process to every worker, over Redis.
 
-An instance registers its tools in Redis with a heartbeat (``toolq/store/services.py``), reads
+An instance registers its tools in Redis with a heartbeat (``store/services.py``), reads
 the calls of each tool from the tool's stream as one consumer of a consumer group (so several
 instances share the load), runs each with its registry's ``check`` and ``run`` (validation,
 timeouts, the thread cap), posts the result and acknowledges the call in one script
-(``toolq/store/lua/service_result.lua``). While a call runs its lease is renewed; a call left pending by
+(``store/lua/service_result.lua``). While a call runs its lease is renewed; a call left pending by
 an instance that died is claimed by another one once it has sat idle for a lease (XAUTOCLAIM).
 SIGTERM (with ``handle_signals``) or ``stop()``: stop reading, finish the calls in hand, leave.
 
@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from redis.exceptions import RedisError, ResponseError
 
+from store import keys, redis_urls
+from store.scripts import Script
+from store.services import ServiceInfo, deregister_service, register_service
 from toolq.protocol import now_ms
 from toolq.services.calls import RESULT_TTL_MS, ServiceCall, encode_outcome
 from toolq.settings import DEFAULT_REDIS_URL
-from toolq.store import keys, redis_urls
-from toolq.store.scripts import Script
-from toolq.store.services import ServiceInfo, deregister_service, register_service
 from toolq.tools import REGISTRY, CallContext, CheckedCall, ToolOutcome, ToolRegistry
 from toolq.tools.journal import DEFAULT_TTL_S, Journal
 from toolq.tracing import SpanKind, parent_context

@@ -1,7 +1,7 @@
 """A journal of effects for tools with no idempotency of their own: ``once(key, fn)`` calls
 ``fn`` only when no run under the same effect key has recorded a result, and records its result.
 
-The decision to act and the record are two atomic steps in Redis (toolq/store/lua/effect_once.lua,
+The decision to act and the record are two atomic steps in Redis (store/lua/effect_once.lua,
 effect_record.lua); the effect itself happens between them, outside Redis, and nothing makes it
 atomic with them. What remains:
 
@@ -11,7 +11,7 @@ atomic with them. What remains:
   deduplicating sink): then the second act is a no-op there.
 - a record written to a primary that fails over before its replicas have it is lost, and the next
   run acts again: the same edge, closed the same way. With ``TOOLQ_REDIS_WAIT_REPLICAS`` the
-  record is sent with WAIT (toolq/store/durability.py), which narrows the window to the moment
+  record is sent with WAIT (store/durability.py), which narrows the window to the moment
   between the effect and the record's replication, and the result is returned whatever WAIT says
   (the effect has happened; refusing the result would not undo it).
 - a record outlives no more than its TTL; a run after it acts again.
@@ -29,9 +29,9 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
-from toolq.store import keys
-from toolq.store.durability import Durability
-from toolq.store.scripts import Script
+from store import keys
+from store.durability import Durability
+from store.scripts import Script
 
 __all__ = ["DEFAULT_HOLD_S", "DEFAULT_TTL_S", "Journal"]
 

@@ -21,10 +21,10 @@ from gateway.openai.shared import CLIENT_CLOSED, JOB_HEADER, error_responses, ss
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
+from store.jobstore import JobNotFound
 from toolq.errors import EventsGone
 from toolq.payloads import FinalData, payload
 from toolq.protocol import EventType, JobRequest
-from toolq.store.jobstore import JobNotFound
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 _ERRORS = error_responses(400, 401, 404, 409, 429, 503)

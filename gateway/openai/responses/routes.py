@@ -28,11 +28,11 @@ from gateway.openai.shared import CLIENT_CLOSED, JOB_HEADER, error_responses, ss
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
+from store import keys
+from store.jobstore import JobNotFound
+from store.records import JobRecord
 from toolq.errors import EventsGone
 from toolq.protocol import JobRequest, Message
-from toolq.store import keys
-from toolq.store.jobstore import JobNotFound
-from toolq.store.records import JobRecord
 
 router = APIRouter(prefix="/v1/responses", tags=["openai"])
 ResponseId = Annotated[str, Path(min_length=1, max_length=128, description="a response id (resp_...)")]

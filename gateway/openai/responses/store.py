@@ -1,4 +1,4 @@
-"""Responses-API responses, stored per tenant (toolq.store.keys.response): the id OpenAI clients hold
+"""Responses-API responses, stored per tenant (store.keys.response): the id OpenAI clients hold
 maps to the toolq job that answers it, with the request the response echoes back. A record lives
 as long as a job's events do (JobStore.event_ttl_s); another tenant's id is simply not found."""
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.openai.errors import OpenAIError
-from toolq.store import keys
+from store import keys
 
 
 def new_response_id() -> str:
