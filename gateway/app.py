@@ -10,7 +10,6 @@ from typing import Any
 
 import structlog
 from fastapi import FastAPI
-from redis.exceptions import RedisError
 
 from gateway import actions, catalog, deliveries, errors, health, jobs, threads, ui, usage
 from gateway.auth import KeyRing
@@ -28,6 +27,7 @@ from gateway.state import GatewayState
 from gateway.tracing import TraceContext
 from gateway.wrong_keys import WrongKeys
 from store.admission import QueueBounds
+from store.errors import RedisError
 from store.event_hub import EventHub
 from store.fleet import Fleet
 from store.jobstore import JobNotFound, JobStore, connect

@@ -18,13 +18,13 @@ import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import OutOfMemoryError, RedisError
 from starlette.exceptions import HTTPException
 from starlette.types import Scope, Send
 
 from gateway.openai.errors import PREFIXES as OPENAI_PREFIXES
 from gateway.openai.errors import body as openai_body
 from store.durability import NotReplicated
+from store.errors import OutOfMemoryError, RedisError
 from store.threads import ThreadLimitReached
 from toolq.errors import LimitExceeded, NotReplicatedError, ToolqError
 

@@ -27,11 +27,12 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import ValidationError
-from redis.exceptions import RedisError
 
-from store import keys
+from store.errors import RedisError
+from store.event_feed import AllEvents
 from store.fair import FairQueue
 from store.fleet import Fleet
+from store.quarantine import quarantined_counts
 from store.usage import read_usage
 from toolq.payloads import MODELS, FinalData, QueuedData, StartedData, TokenData, ToolCallData, ToolResultData
 from toolq.protocol import TERMINAL_EVENTS, EventType
@@ -282,8 +283,8 @@ class GatewayMetrics:
             self.cache_conversations.labels(w.model, w.id).set(w.cache_conversations)
             for tier, n in w.cache_bytes.items():
                 self.cache_bytes.labels(w.model, w.id, tier).set(n)
-        for model, n in (await redis.hgetall(keys.QUARANTINED)).items():
-            self.quarantined.labels(model.decode()).set(int(n))
+        for model, n in (await quarantined_counts(redis)).items():
+            self.quarantined.labels(model).set(n)
         if not tenants:
             return generate_latest(self.registry)
         await self._tenant_figures(redis, sorted(self._models_seen))
@@ -311,17 +312,14 @@ class EventObserver:
     async def _run(self) -> None:
         delay = 0.1
         while True:
-            pubsub = self.redis.pubsub()
             try:
-                await pubsub.subscribe(keys.EVENTS_ALL)
-                self.subscribed.set()
-                delay = 0.1
-                while True:
-                    # A timeout rather than listen(): each return runs the pool's periodic health
-                    # check (PING), so a connection that died silently is noticed and replaced.
-                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5.0)
-                    if msg and msg.get("type") == "message":
-                        await self._handle(msg["data"])
+                async with AllEvents(self.redis) as feed:
+                    self.subscribed.set()
+                    delay = 0.1
+                    while True:
+                        raw = await feed.next(timeout_s=5.0)
+                        if raw is not None:
+                            await self._handle(raw)
             except asyncio.CancelledError:
                 raise
             except (RedisError, OSError) as e:
@@ -332,11 +330,6 @@ class EventObserver:
             except Exception:  # a metrics bug must never take the gateway down
                 log.exception("event observer error")
                 await asyncio.sleep(delay)
-            finally:
-                try:
-                    await pubsub.aclose()
-                except Exception:
-                    pass
 
     async def _handle(self, raw: bytes) -> None:
         try:

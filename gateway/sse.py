@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import structlog
-from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import Response
 
 from gateway.state import GatewayState
+from store.errors import RedisError
 from store.event_hub import EventHub
 from store.jobstore import JobNotFound
 from store.records import JobRecord

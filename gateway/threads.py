@@ -14,7 +14,6 @@ from fastapi import APIRouter, Body, Path, Query
 from gateway.auth import Tenant
 from gateway.state import GatewayState, State
 from gateway.submission import admit, queue_full
-from store import keys
 from store.admission import QueueAtLimit
 from store.threads import RunRejected, ThreadInfo, ThreadLimits, ThreadNotFound, ThreadStore
 from toolq.api import ErrorBody
@@ -219,8 +218,5 @@ async def list_runs(thread_id: ThreadId, tenant: Tenant, state: State) -> RunLis
         ids = await threads_of(state).runs(tenant, thread_id)
     except ThreadNotFound:
         raise not_found(thread_id) from None
-    out = []
-    for job_id in ids:
-        raw = await state.store.redis.hget(keys.job(job_id), "status")
-        out.append(RunView(job_id=job_id, status=JobStatus(raw.decode()) if raw else None))
-    return RunList(data=out)
+    statuses = await state.store.statuses(ids)
+    return RunList(data=[RunView(job_id=j, status=s) for j, s in zip(ids, statuses, strict=True)])

@@ -317,3 +317,14 @@ def healthcheck() -> int:
         return 0 if local_worker_alive(RedisSettings().redis_url) else 1
     except Exception:
         return 1
+
+
+def registered_workers(redis_url: str) -> set[str]:
+    """The ids of the workers whose entries are live now (synchronous, for the command line: `toolq
+    demo` waits with it for the worker it started)."""
+    r = redis_urls.sync_client(redis_url)
+    try:
+        ids = [w.decode() for w in cast("set[bytes]", r.smembers(keys.WORKERS))]
+        return {w for w in ids if r.exists(keys.worker(w))}
+    finally:
+        r.close()

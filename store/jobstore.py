@@ -562,6 +562,18 @@ class JobStore:
             raise JobNotFound(job_id)
         return JobStatus(raw.decode())
 
+    async def statuses(self, job_ids: list[str]) -> list[JobStatus | None]:
+        """Each job's status (None for a job whose record is gone), one field each, in one round trip."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for j in job_ids:
+                pipe.hget(keys.job(j), "status")
+            found = await pipe.execute()
+        return [JobStatus(raw.decode()) if raw else None for raw in found]
+
+    async def ping(self) -> None:
+        """Raise RedisError unless Redis answers (the gateway's /readyz bounds the wait)."""
+        await self.redis.ping()
+
     async def result(self, job_id: str) -> JobResult | None:
         raw = await self.redis.hget(keys.job(job_id), "result")
         if raw is None and not await self.redis.exists(keys.job(job_id)):

@@ -10,6 +10,9 @@ finds it ended.
 
 from __future__ import annotations
 
+from typing import Any
+
+from store import keys
 from store.jobstore import JobEnded, JobNotFound, JobStore
 from toolq.payloads import ErrorData
 from toolq.protocol import AttemptEnd, ErrorCode, EventType
@@ -42,3 +45,9 @@ async def end_lost(store: JobStore, job_id: str, attempt: int) -> bool:
     except JobEnded:
         return False  # ended meanwhile (cancelled, or by another claimer): that stands
     return True
+
+
+async def quarantined_counts(redis: Any) -> dict[str, int]:
+    """How many jobs each model has ended as quarantined (the gateway's /metrics)."""
+    found = await redis.hgetall(keys.QUARANTINED)
+    return {model.decode(): int(n) for model, n in found.items()}

@@ -208,3 +208,21 @@ def sync_client(url: str, **kwargs: Any) -> redis.Redis:
     manager = Sentinel(list(s.sentinels), sentinel_kwargs=s.sentinel_kwargs(_socket_kwargs(kwargs)))  # type: ignore[no-untyped-call]
     pool = SentinelConnectionPool(s.service, manager, is_master=True, **{**s.node_kwargs(), **kwargs})  # type: ignore[no-untyped-call]
     return redis.Redis.from_pool(pool)
+
+
+def ping(url: str, timeout_s: float = 5.0) -> None:
+    """Raise BadRedisURL for a URL toolq cannot use, RedisError when Redis does not answer in time."""
+    client = sync_client(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        client.ping()
+    finally:
+        client.close()
+
+
+def answers(url: str, timeout_s: float = 0.5) -> bool:
+    """Whether Redis answers at the URL, for the command line (`toolq demo`); never raises."""
+    try:
+        ping(url, timeout_s)
+    except Exception:
+        return False
+    return True

@@ -40,11 +40,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _deliveries_call(args: argparse.Namespace, call: Any) -> Any:
-    from redis.exceptions import RedisError
-
     from store import redis_urls
     from store.arq_link import connect
     from store.deliveries import Deliveries
+    from store.errors import RedisError
     from toolq.settings import RedisSettings
 
     url = args.redis or RedisSettings().redis_url

@@ -14,9 +14,9 @@ import time
 
 import httpx
 import structlog
-from redis.exceptions import RedisError
 
 from store.deliveries import Claim, Deliveries
+from store.errors import RedisError
 from toolq.deliveries import Attempt
 from toolq.webhook_urls import Resolver
 from webhooks import metrics

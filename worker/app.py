@@ -32,9 +32,9 @@ from store import keys
 from store.arq_link import StalledPickups
 from store.fair import FairQueue
 from store.jobstore import JobStore
+from store.journal import Journal
 from store.leases import Leases
 from toolq.tools import load_tool_modules
-from toolq.tools.journal import Journal
 from worker.cancel import watch_cancels
 from worker.conversation import ConversationLoop
 from worker.formats.choice import choose_format

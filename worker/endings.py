@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from redis.exceptions import RedisError
-
 from store.durability import NotReplicated
+from store.errors import RedisError
 from toolq.protocol import ErrorCode, FinishReason
 from toolq.tools import UnknownToolError
 from worker.conversation import LoopOutcome

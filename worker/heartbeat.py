@@ -11,9 +11,9 @@ import time
 from contextlib import suppress
 
 import structlog
-from redis.exceptions import RedisError
 
 from store import affinity, arq_link, fleet, pauses, quarantine
+from store.errors import RedisError
 from store.fleet import WorkerInfo
 from toolq.protocol import now_ms
 from worker.endings import StopCause

@@ -11,11 +11,11 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 import structlog
-from redis.exceptions import RedisError
 
 from store.arq_link import RunAgain
 from store.conversation_keys import transcript_keys
 from store.durability import NotReplicated
+from store.errors import RedisError
 from store.jobstore import JobEnded, JobNotFound
 from store.records import JobRecord
 from toolq.payloads import CancelledData, ErrorData, FinalData

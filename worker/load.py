@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from contextlib import suppress
 
-from redis.exceptions import RedisError
-
 from store import affinity
+from store.errors import RedisError
 from worker.state import WorkerState
 
 

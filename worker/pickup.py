@@ -19,9 +19,9 @@ from arq.connections import ArqRedis
 from arq.utils import timestamp_ms
 from arq.worker import Retry as ArqRetry
 from arq.worker import Worker, func
-from redis.exceptions import RedisError
 
 from store import arq_link, keys
+from store.errors import RedisError
 from store.scripts import Script
 
 log = structlog.get_logger("toolq.worker")

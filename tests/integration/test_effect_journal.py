@@ -12,8 +12,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from store.durability import Durability
+from store.journal import Journal
 from toolq.tools import CallContext, ToolRegistry, current_call
-from toolq.tools.journal import Journal
 
 
 @pytest.fixture

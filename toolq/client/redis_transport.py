@@ -19,11 +19,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
 from store.admission import QueueBounds
 from store.durability import NotReplicated
+from store.errors import RedisConnectionError, RedisTimeoutError
 from store.fleet import read_fleet
 from store.jobstore import JobNotFound, JobStore, NotSubmitted, QueueAtLimit
 from toolq import errors

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import Response
 
@@ -21,6 +20,7 @@ from gateway.openai.shared import CLIENT_CLOSED, JOB_HEADER, error_responses, ss
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
+from store.errors import RedisError
 from store.jobstore import JobNotFound
 from toolq.errors import EventsGone
 from toolq.payloads import FinalData, payload
