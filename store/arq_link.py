@@ -25,7 +25,7 @@ arq's health check writes ``keys.health(worker_id)``. Where it cannot:
 - Submitting writes the job record, its ``queued`` event, the arq job and a wake token in one
   Lua script (store/lua/submit.lua), so a job is never queued without its record nor recorded
   without being queued, and an idempotent retry never makes a second job. arq's ``enqueue_job`` is a
-  WATCH/MULTI transaction of its own and cannot run inside a script, so store/lua/arq_enqueue.lua
+  WATCH/MULTI transaction of its own and cannot run inside a script, so store/lua/lib/arq_enqueue.lua
   writes the same two keys, with the values built here; a resumed attempt is enqueued by the same
   snippet (store/lua/arq_enqueue_attempt.lua).
 - Under fair share (store/fair.py) a submitted job's arq job key is written at once but the
@@ -118,7 +118,7 @@ def arq_job_id(job_id: str, attempt: int) -> str:
 
 
 def arq_job(job_id: str, model: str, attempt: int, now_ms: int) -> dict[str, Any]:
-    """What store/lua/arq_enqueue.lua writes for one attempt, by the names submit.lua takes."""
+    """What store/lua/lib/arq_enqueue.lua writes for one attempt, by the names submit.lua takes."""
     arq_id = arq_job_id(job_id, attempt)
     return {
         "arq_job": JOB_KEY_PREFIX + arq_id,

@@ -2,7 +2,7 @@
 
 - A job's webhook (``JobRequest.webhook``) is written into its record by submit.lua. When the job
   writes an event a webhook may report (a terminal event in emit.lua, ``requires_action`` in
-  pause.lua), the same script records the delivery (lua/webhook_record.lua): its hash, its id in
+  pause.lua), the same script records the delivery (lua/lib/webhook_record.lua): its hash, its id in
   the due set and in the job's delivery log. ``script_args`` gives those scripts the keys.
 - The sender (`toolq webhooks`) claims due deliveries under a lease (lua/webhook_claim.lua): a
   sender killed mid-delivery loses nothing, the delivery comes due again when the lease ends.

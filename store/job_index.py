@@ -4,7 +4,7 @@ A job's record is a hash of its own (store/records.py), so nothing in Redis coul
 without scanning the keyspace. ``submit.lua`` and ``thread_run.lua`` therefore add every new job
 to two sorted sets of job id -> submit time (ms), its tenant's (``keys.tenant_jobs``) and every
 tenant's (``keys.JOBS_ALL``), each trimmed to the newest ``INDEX_KEEP`` in the same step
-(``lua/job_index.lua``). Records expire a while after their job ends (emit.lua); a member whose
+(``lua/lib/job_index.lua``). Records expire a while after their job ends (emit.lua); a member whose
 record is gone is dropped here when it is read.
 
 Filters (status, model, tenant, a piece of the id, quarantined) are applied to the records as

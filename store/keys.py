@@ -117,7 +117,7 @@ def tool_reply(tool: str, call_id: str) -> str:
 
 # Fair share (store/fair.py): which job of a model's queue starts next. The backlog waits in
 # one sorted set per tenant and model; a worker with a free slot asks store/lua/dispatch.lua
-# for the next fair job, which puts it on the model's arq queue. store/lua/fair_keys.lua
+# for the next fair job, which puts it on the model's arq queue. store/lua/lib/fair_keys.lua
 # spells the per-tenant names the same way for the scripts that build them from a tenant.
 FAIR_PREFIX = f"{PREFIX}:fair:"
 RUNNING_PREFIX = f"{PREFIX}:running:"
@@ -236,7 +236,7 @@ def dead_deliveries(tenant: str) -> str:
 
 
 # Threads (store/threads.py): a conversation kept on the server. A thread's keys share the
-# hash tag ``{thread_id}``. The scripts that end a run (store/lua/thread_end.lua, included by
+# hash tag ``{thread_id}``. The scripts that end a run (store/lua/lib/thread_end.lua, included by
 # emit.lua) build them from THREAD_PREFIX and the thread id the run's record names.
 THREAD_PREFIX = f"{PREFIX}:thread:"
 
@@ -275,7 +275,7 @@ CANCEL_PREFIX = f"{PREFIX}:cancel:"  # thread_run.lua builds a run's cancel key 
 
 
 # The recent-jobs indexes the dashboard lists (store/job_index.py), written with each new
-# job by submit.lua and thread_run.lua (lua/job_index.lua): job id -> submit time (ms).
+# job by submit.lua and thread_run.lua (lua/lib/job_index.lua): job id -> submit time (ms).
 JOBS_ALL = f"{PREFIX}:index:jobs"
 
 

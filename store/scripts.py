@@ -1,15 +1,25 @@
-"""The Lua scripts in store/lua/, called with named keys and arguments.
+"""The Lua scripts of store/lua/, called with named keys and arguments.
 
-Each script names its inputs at its top, one per line, and that list is the only place the
-order is written down:
+Two kinds of file, kept apart:
 
-    -- KEYS[1] job        the job record (hash)
-    -- ARGV[1] head       the event's JSON up to its seq
+- an **entry script** (``lua/<name>.lua``) is what Redis runs: one operation, called by name. It
+  names its inputs at its top, one per line, and that list is the only place the order is
+  written down::
 
-The loader binds every name to a Lua local of the same name ahead of the script's body, and a
-call passes them as keyword arguments, so no caller counts positions. A ``-- include: now.lua``
-line puts a shared snippet from the same folder ahead of the body. ``None`` is sent as ``''``
-(the scripts read ``''`` as "not given") and a bool as 1 or 0.
+      -- KEYS[1] job        the job record (hash)
+      -- ARGV[1] head       the event's JSON up to its seq
+
+- a **snippet** (``lua/lib/<name>.lua``) holds local functions that entry scripts share. It takes
+  no inputs of its own, and names the snippets whose functions it calls with ``-- requires:
+  other.lua`` lines.
+
+An entry script names the snippets it calls with ``-- include: name.lua`` lines. The loader
+pastes them ahead of the body in a declared order: each include in the order written, each
+snippet after the snippets it requires, each once. A cycle among snippets or a snippet that does
+not exist is refused when the script is loaded, naming the chain or the file that asks for it.
+Then it binds every input name to a Lua local of the same name, so no caller counts positions.
+A call passes them as keyword arguments. ``None`` is sent as ``''`` (the scripts read ``''`` as
+"not given") and a bool as 1 or 0.
 """
 
 from __future__ import annotations
@@ -18,10 +28,15 @@ import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable  # importlib.resources.abc from Python 3.11 on
 
 _INPUT = re.compile(r"^--\s*(KEYS|ARGV)\[(\d+)\]\s+([A-Za-z_]\w*)", re.MULTILINE)
 _INCLUDE = re.compile(r"^--\s*include:\s*(\S+)", re.MULTILINE)
+_REQUIRES = re.compile(r"^--\s*requires:\s*(\S+)", re.MULTILINE)
+LIB = "lib"  # the snippets' folder inside lua/
 
 
 @dataclass(frozen=True)
@@ -29,31 +44,84 @@ class LuaSource:
     name: str
     keys: tuple[str, ...]
     args: tuple[str, ...]
-    text: str  # what Redis runs: the includes, the named locals, the body
+    snippets: tuple[str, ...]  # the snippets pasted in, in their order
+    text: str  # what Redis runs: the snippets, the named locals, the body
 
 
-def _read(filename: str) -> str:
-    return resources.files("store").joinpath("lua").joinpath(filename).read_text(encoding="utf-8")
+class ScriptError(ValueError):
+    """A script that cannot be assembled: a cycle among its snippets, a missing snippet, or
+    inputs documented wrongly."""
+
+
+def _lua() -> Traversable:
+    return resources.files("store").joinpath("lua")
+
+
+def _read(folder: Traversable, filename: str, wanted_by: str) -> str:
+    path = folder.joinpath(filename)
+    if not path.is_file():
+        raise ScriptError(f"{wanted_by}: no snippet {filename!r} in lua/{LIB}/")
+    return path.read_text(encoding="utf-8")
+
+
+def snippet_order(body: str, name: str, lib: Traversable) -> list[tuple[str, str]]:
+    """The snippets an entry script includes, each after those it requires and each once, with
+    their text. Raises ScriptError on a cycle or a missing snippet."""
+    done: dict[str, str] = {}
+    chain: list[str] = []  # the snippets being resolved, outermost first
+
+    def visit(filename: str, wanted_by: str) -> None:
+        if filename in chain:
+            loop = " -> ".join([*chain[chain.index(filename) :], filename])
+            raise ScriptError(f"{name}.lua: its snippets require each other in a cycle: {loop}")
+        if filename in done:
+            return
+        text = _read(lib, filename, wanted_by)
+        if _INPUT.search(text):
+            raise ScriptError(f"lua/{LIB}/{filename}: a snippet takes no KEYS or ARGV of its own")
+        chain.append(filename)
+        for required in _REQUIRES.findall(text):
+            visit(required, f"lua/{LIB}/{filename}")
+        chain.pop()
+        done[filename] = text
+
+    for filename in _INCLUDE.findall(body):
+        visit(filename, f"{name}.lua")
+    return list(done.items())
 
 
 def _names(body: str, kind: str, script: str) -> tuple[str, ...]:
     found = sorted((int(i), name) for k, i, name in _INPUT.findall(body) if k == kind)
     if [i for i, _ in found] != list(range(1, len(found) + 1)):
-        raise ValueError(f"{script}.lua: {kind} must be documented as {kind}[1], {kind}[2], ... without gaps")
+        raise ScriptError(f"{script}.lua: {kind} must be documented as {kind}[1], {kind}[2], ... without gaps")
     return tuple(name for _, name in found)
+
+
+def assemble(name: str, root: Traversable) -> LuaSource:
+    """Read ``root/<name>.lua`` with its snippets from ``root/lib/`` and its inputs bound to named locals."""
+    entry = root.joinpath(f"{name}.lua")
+    if not entry.is_file():
+        raise ScriptError(f"no entry script {name}.lua in lua/")
+    body = entry.read_text(encoding="utf-8")
+    keys, args = _names(body, "KEYS", name), _names(body, "ARGV", name)
+    if len(set(keys + args)) != len(keys) + len(args):
+        raise ScriptError(f"{name}.lua: a name is documented twice")
+    snippets = snippet_order(body, name, root.joinpath(LIB))
+    bind = [f"local {n} = KEYS[{i}]" for i, n in enumerate(keys, 1)]
+    bind += [f"local {n} = ARGV[{i}]" for i, n in enumerate(args, 1)]
+    text = "\n".join([*(t for _, t in snippets), *bind, body])
+    return LuaSource(name, keys, args, tuple(f for f, _ in snippets), text)
 
 
 @functools.cache
 def load(name: str) -> LuaSource:
-    """Read store/lua/<name>.lua with its includes and its inputs bound to named locals."""
-    body = _read(f"{name}.lua")
-    keys, args = _names(body, "KEYS", name), _names(body, "ARGV", name)
-    if len(set(keys + args)) != len(keys) + len(args):
-        raise ValueError(f"{name}.lua: a name is documented twice")
-    includes = [_read(f) for f in _INCLUDE.findall(body)]
-    bind = [f"local {n} = KEYS[{i}]" for i, n in enumerate(keys, 1)]
-    bind += [f"local {n} = ARGV[{i}]" for i, n in enumerate(args, 1)]
-    return LuaSource(name, keys, args, "\n".join([*includes, *bind, body]))
+    """store/lua/<name>.lua, assembled (``assemble``)."""
+    return assemble(name, _lua())
+
+
+def entry_scripts() -> list[str]:
+    """The names of every entry script in store/lua/."""
+    return sorted(p.name[:-4] for p in _lua().iterdir() if p.is_file() and p.name.endswith(".lua"))
 
 
 def _value(v: Any) -> Any:

@@ -1,4 +1,4 @@
-"""What a run's terminal event hands its thread (store/lua/thread_end.lua, included by
+"""What a run's terminal event hands its thread (store/lua/lib/thread_end.lua, included by
 emit.lua): the run's messages, so the script appends them in the same step as the event.
 
 JobStore.emit calls ``ending_messages`` for every terminal event; a job that is no thread run

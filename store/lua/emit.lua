@@ -21,6 +21,7 @@
 -- include: fair_enqueue.lua
 -- include: affinity_prefer.lua
 -- include: thread_turns.lua
+-- include: thread_touch.lua
 -- include: thread_end.lua
 --
 -- KEYS[1] job             the job record (hash)

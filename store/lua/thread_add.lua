@@ -2,7 +2,7 @@
 -- it alive for its TTL. Messages land after whatever is in the thread now; a run active meanwhile
 -- appends its own after them when it ends.
 --
--- include: thread_turns.lua
+-- include: thread_touch.lua
 --
 -- KEYS[1] thread          the thread's hash
 -- KEYS[2] messages        the thread's messages (list of Message JSON)

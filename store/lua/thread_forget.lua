@@ -1,7 +1,7 @@
 -- Remove one message of a thread by its id (DELETE of a conversation item), keeping the ids list
 -- aligned with the messages list.
 --
--- include: thread_turns.lua
+-- include: thread_touch.lua
 --
 -- KEYS[1] thread          the thread's hash
 -- KEYS[2] messages        the thread's messages (list of Message JSON)

@@ -1,7 +1,7 @@
 -- Replace a thread's metadata, only while the thread exists and is the caller's (a delete in
 -- between wins), and keep it alive for its TTL.
 --
--- include: thread_turns.lua
+-- include: thread_touch.lua
 --
 -- KEYS[1] thread          the thread's hash
 -- ARGV[1] tenant          the caller's tenant: another tenant's thread is not found

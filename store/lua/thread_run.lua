@@ -17,6 +17,7 @@
 -- include: admit.lua
 -- include: affinity_prefer.lua
 -- include: thread_turns.lua
+-- include: thread_touch.lua
 -- include: job_index.lua
 --
 -- KEYS[1] thread          the thread's hash

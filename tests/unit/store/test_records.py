@@ -19,7 +19,7 @@ _HASH_CALL = re.compile(r"redis\.call\('(HSET|HMGET|HGET|HINCRBY)',\s*(job|key|j
 
 def _fields_the_scripts_name() -> set[str]:
     named: set[str] = set()
-    for script in LUA.glob("*.lua"):
+    for script in LUA.rglob("*.lua"):  # entry scripts and snippets (lua/lib/)
         if script.name.startswith("webhook_"):
             continue  # their `key` is a delivery's hash (store/deliveries.py), not a job's
         for op, _, rest in _HASH_CALL.findall(script.read_text()):

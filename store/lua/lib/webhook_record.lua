@@ -1,5 +1,6 @@
--- Shared by the scripts that write an event a webhook may report (`-- include: webhook_record.lua`,
--- after now.lua): emit.lua for terminal events, pause.lua for requires_action. The delivery is
+-- requires: now.lua
+-- Shared by the scripts that write an event a webhook may report (`-- include: webhook_record.lua`):
+-- emit.lua for terminal events, pause.lua for requires_action. The delivery is
 -- recorded in the same step as its event, so no event a webhook must report is written without
 -- its delivery. The `toolq webhooks` process sends it (store/deliveries.py).
 --

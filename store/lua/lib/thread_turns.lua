@@ -1,20 +1,12 @@
--- Shared by the thread scripts (`-- include: thread_turns.lua`, after arq_enqueue.lua, now.lua,
--- and, where a run may start, fair_keys.lua, fair_enqueue.lua and affinity_prefer.lua): whose turn it is on a thread. store/threads.py explains the model: a thread has
--- at most one active run (its hash's `active`); others wait in `<thread>:waiting`, scored by turn.
--- A thread's keys are its hash key plus a suffix (store/keys.py: thread_*).
-
--- Keep every key of the thread alive for its TTL from now (none when the thread has no TTL).
--- While a run is active the thread does not expire at all: the runs waiting behind it live only
--- in the thread's keys, and would otherwise be lost with them; its end sets the TTL again.
-local function thread_touch(tkey)
-  local ttl = redis.call('HGET', tkey, 'ttl_s')
-  if ttl and ttl ~= '' then
-    local busy = (redis.call('HGET', tkey, 'active') or '') ~= ''
-    for _, k in ipairs({tkey, tkey .. ':messages', tkey .. ':ids', tkey .. ':waiting', tkey .. ':runs'}) do
-      if busy then redis.call('PERSIST', k) else redis.call('EXPIRE', k, ttl) end
-    end
-  end
-end
+-- requires: now.lua
+-- requires: arq_enqueue.lua
+-- requires: fair_keys.lua
+-- requires: fair_enqueue.lua
+-- requires: affinity_prefer.lua
+-- Shared by the thread scripts that start runs (`-- include: thread_turns.lua`): whose turn it is
+-- on a thread. store/threads.py explains the model: a thread has at most one active run (its
+-- hash's `active`); others wait in `<thread>:waiting`, scored by turn. A thread's keys are its
+-- hash key plus a suffix (store/keys.py: thread_*).
 
 -- Start a run: its request becomes the thread's messages as they are now followed by its input
 -- (the record holds the request's JSON around its messages: th_head, th_input, th_tail), it

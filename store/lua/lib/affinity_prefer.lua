@@ -1,4 +1,5 @@
--- Shared by submit.lua and answer.lua (`-- include: affinity_prefer.lua`, after now.lua): offer a
+-- requires: now.lua
+-- Shared by submit.lua and answer.lua (`-- include: affinity_prefer.lua`): offer a
 -- waiting job first to the worker that holds its conversation (store/affinity.py). The
 -- record keeps the worker (`prefer`) and until when the others leave the job to it
 -- (`prefer_until`, Redis's clock); dispatch.lua reads both. That worker is woken on its own list,

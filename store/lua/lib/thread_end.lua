@@ -1,4 +1,6 @@
--- Included by emit.lua (`-- include: thread_end.lua`, after thread_turns.lua): what a run's
+-- requires: thread_turns.lua
+-- requires: thread_touch.lua
+-- Included by emit.lua (`-- include: thread_end.lua`): what a run's
 -- terminal event does to its thread, in the same step as the event itself.
 --
 -- The active run's messages from `thread_from` on (its input, the assistant's calls, the tool

@@ -1,4 +1,5 @@
--- Shared (`-- include: admit.lua`, after fair_keys.lua) by submit.lua and thread_run.lua: whether
+-- requires: fair_keys.lua
+-- Shared (`-- include: admit.lua`) by submit.lua and thread_run.lua: whether
 -- a new job of `tenant` may join the queue of `model`, decided in the same step that writes it, so
 -- no door can skip it (store/admission.py explains the rule). In short:
 --   * a tenant holding `tenant_max` queued jobs of the model (TOOLQ_TENANTS max_queued) is refused;
