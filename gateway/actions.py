@@ -55,7 +55,8 @@ async def answer_calls(
     state: GatewayState, tenant: str, job_id: str, answers: list[tuple[str, dict[str, Any]]], kind: ActionKind
 ) -> JobView:
     """Record the answers to ``tenant``'s paused job (the dashboard's too: gateway/ui/api.py)."""
-    await owned(state, job_id, tenant)
+    if await state.store.owner(job_id) != tenant:  # one field, not the record: it is read once answered
+        raise JobNotFoundError.of(job_id)
     try:
         await state.store.answer_actions(job_id, answers, kind, tenant=tenant)
         return (await owned(state, job_id, tenant)).view()

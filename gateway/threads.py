@@ -33,7 +33,6 @@ from toolq.thread_api import (
     ThreadMessage,
     ThreadSummary,
     ThreadView,
-    page,
 )
 from toolq.tracing import current_carrier, entry_kind, genai, span
 
@@ -84,10 +83,9 @@ async def message_page(
     state: GatewayState, tenant: str, thread_id: str, after: str | None, limit: int, order: Order
 ) -> MessagePage:
     try:
-        items = await threads_of(state).messages(tenant, thread_id)
+        chosen, more = await threads_of(state).message_page(tenant, thread_id, after=after, limit=limit, order=order)
     except ThreadNotFound:
         raise not_found(thread_id) from None
-    chosen, more = page(items, after=after, limit=limit, order=order)
     data = [ThreadMessage(id=i, message=m) for i, m in chosen]
     return MessagePage(
         data=data, first_id=data[0].id if data else None, last_id=data[-1].id if data else None, has_more=more

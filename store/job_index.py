@@ -168,6 +168,12 @@ async def paused(redis: Any, tenant: str | None, *, limit: int = 100, scan_limit
         if not ids:
             break
         start += len(ids)
+        if tenant is not None:  # another tenant's records are not read: one field each says whose
+            async with redis.pipeline(transaction=False) as pipe:
+                for job_id in ids:
+                    pipe.hget(keys.job(job_id), "tenant")
+                owners = await pipe.execute()
+            ids = [j for j, owner in zip(ids, owners, strict=True) if owner is not None and owner.decode() == tenant]
         async with redis.pipeline(transaction=False) as pipe:
             for job_id in ids:
                 pipe.hgetall(keys.job(job_id))

@@ -562,6 +562,14 @@ class JobStore:
             raise JobNotFound(job_id)
         return JobStatus(raw.decode())
 
+    async def owner(self, job_id: str) -> str | None:
+        """The tenant of a submitted job, None when there is none: one field and whether the request
+        is there, never the record itself (which holds the whole conversation)."""
+        key = keys.job(job_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            tenant, submitted = await pipe.hget(key, "tenant").hexists(key, "request").execute()
+        return (tenant or b"").decode() if submitted else None
+
     async def statuses(self, job_ids: list[str]) -> list[JobStatus | None]:
         """Each job's status (None for a job whose record is gone), one field each, in one round trip."""
         async with self.redis.pipeline(transaction=False) as pipe:

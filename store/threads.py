@@ -38,7 +38,9 @@ from store.jobstore import JobStore, _event_parts
 from store.scripts import Script
 from toolq.protocol import EventType, JobRequest, Message, new_job_id, now_ms
 from toolq.tenants import TenantPolicy
-from toolq.thread_api import Strategy
+from toolq.thread_api import Strategy, page
+
+PAGE_TRIES = 3  # reads of a page that concurrent changes shifted, before reading the whole thread
 
 
 def new_thread_id() -> str:
@@ -266,6 +268,32 @@ class ThreadStore:
         if owner is None or _text(owner) != tenant:
             raise ThreadNotFound(thread_id)
         return [(_text(i), Message.model_validate_json(m)) for i, m in zip(ids, raw, strict=False)]
+
+    async def message_page(
+        self, tenant: str, thread_id: str, *, after: str | None, limit: int, order: Literal["asc", "desc"]
+    ) -> tuple[list[tuple[str, Message]], bool]:
+        """One page of the thread's messages, as ``toolq.thread_api.page`` chooses it, and whether
+        more follow. Reads the ids (small) and then only the page's messages, with the ids of the
+        same range in the same step: a page that a concurrent change shifted is read again."""
+        for _ in range(PAGE_TRIES):
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hget(keys.thread(thread_id), "tenant")
+                pipe.lrange(keys.thread_ids(thread_id), 0, -1)
+                owner, ids = await pipe.execute()
+            if owner is None or _text(owner) != tenant:
+                raise ThreadNotFound(thread_id)
+            chosen, more = page([(_text(i), n) for n, i in enumerate(ids)], after=after, limit=limit, order=order)
+            if not chosen:
+                return [], more
+            lo, hi = min(n for _, n in chosen), max(n for _, n in chosen)
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.lrange(keys.thread_ids(thread_id), lo, hi)
+                pipe.lrange(keys.thread_messages(thread_id), lo, hi)
+                now_ids, raw = await pipe.execute()
+            by_id = {_text(i): m for i, m in zip(now_ids, raw, strict=False)}
+            if [_text(i) for i in now_ids] == [i for i, _ in sorted(chosen, key=lambda c: c[1])]:
+                return [(i, Message.model_validate_json(by_id[i])) for i, _ in chosen], more
+        return page(await self.messages(tenant, thread_id), after=after, limit=limit, order=order)
 
     async def add_messages(self, tenant: str, thread_id: str, messages: Sequence[Message]) -> list[str]:
         """Append messages; returns their ids. Raises ThreadLimitReached past the thread's cap."""
