@@ -149,6 +149,31 @@ def in_progress_mark_ms(job_timeout_s: float) -> int:
     return int((job_timeout_s + 10) * 1000)
 
 
+class JobTaker:
+    """A worker's look at arq's queue in one round trip (store/lua/arq_start.lua): of the arq ids
+    it read, take those no worker has in progress, marking them as arq's ``start_jobs`` does, this
+    worker's own reserved jobs first (store/affinity.py), at most ``limit``."""
+
+    def __init__(self, redis: Any):
+        self._start = Script(redis, "arq_start")
+
+    async def take(
+        self, queue: str, arq_ids: list[bytes], *, limit: int, asking: str, reserved: str, mark_ms: int, now_ms: int
+    ) -> list[tuple[str, int]]:
+        """(arq id, score) of each job taken."""
+        taken = await self._start(
+            queue=queue,
+            reserved=reserved,
+            progress_prefix=IN_PROGRESS_KEY_PREFIX,
+            mark_ms=mark_ms,
+            now_ms=now_ms,
+            arq_ids="\n".join(j.decode() for j in arq_ids),
+            limit=limit,
+            asking=asking,
+        )
+        return [(taken[i].decode(), int(float(taken[i + 1]))) for i in range(0, len(taken), 2)]
+
+
 class StalledPickups:
     """Jobs a worker took from the queue but never started (store/lua/unstall.lua)."""
 

@@ -22,7 +22,6 @@ from arq.worker import Worker, func
 
 from store import arq_link, keys
 from store.errors import RedisError
-from store.scripts import Script
 
 log = structlog.get_logger("toolq.worker")
 
@@ -68,7 +67,7 @@ class WakeableWorker(Worker):
         self.feed = feed
         self.worker_id = worker_id
         self.reserved_key = reserved_key
-        self._start: Script | None = None  # store/lua/arq_start.lua, registered on first use
+        self._taker: arq_link.JobTaker | None = None  # registered on first use
         self._taken = 0  # jobs start_jobs took in this look at the queue
         self._woken = False  # this look was woken by a wake token (BLPOP)
 
@@ -78,21 +77,19 @@ class WakeableWorker(Worker):
         free = self.max_jobs - self.job_counter
         if free <= 0 or not job_ids:
             return
-        if self._start is None:
-            self._start = Script(self.pool, "arq_start")
-        taken = await self._start(
-            queue=self.queue_name,
-            reserved=self.reserved_key,
-            progress_prefix=arq_link.IN_PROGRESS_KEY_PREFIX,
-            mark_ms=int(self.in_progress_timeout_s * 1000),
-            now_ms=timestamp_ms(),
-            arq_ids="\n".join(j.decode() for j in job_ids),
+        if self._taker is None:
+            self._taker = arq_link.JobTaker(self.pool)
+        taken = await self._taker.take(
+            self.queue_name,
+            job_ids,
             limit=free,
             asking=self.worker_id,
+            reserved=self.reserved_key,
+            mark_ms=int(self.in_progress_timeout_s * 1000),
+            now_ms=timestamp_ms(),
         )
-        self._taken += len(taken) // 2
-        for i in range(0, len(taken), 2):
-            job_id, score = taken[i].decode(), int(float(taken[i + 1]))
+        self._taken += len(taken)
+        for job_id, score in taken:
             await self.sem.acquire()  # free: job_counter was below max_jobs for each of them
             self.job_counter += 1
             task = self.loop.create_task(self.run_job(job_id, score))

@@ -50,7 +50,9 @@ async def sent_by(store: JobStore, read: Callable[[], Awaitable[Any]]) -> int:
 
 
 async def test_the_ownership_check_reads_one_field_not_the_record(store):
-    job_id, _ = await store.submit(JobRequest(messages=[Message(role="user", content="x" * BIG)]), model="m", tenant="a")
+    job_id, _ = await store.submit(
+        JobRequest(messages=[Message(role="user", content="x" * BIG)]), model="m", tenant="a"
+    )
     assert await store.owner(job_id) == "a"
     assert await store.owner("job_missing") is None
     assert await sent_by(store, lambda: store.owner(job_id)) < BOUND
