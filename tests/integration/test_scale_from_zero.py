@@ -74,7 +74,7 @@ async def test_a_declared_model_waits_for_its_first_worker_then_runs(redis_url):
 
 async def _queued(c, job_id: str) -> dict:
     """The data of the job's first event, the ``queued`` one."""
-    first = (await c.app.state.store.events(job_id, count=1))[0]
+    first = (await c.app.state.toolq.store.events(job_id, count=1))[0]
     assert first.type == "queued"
     return first.data
 
