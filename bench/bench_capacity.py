@@ -57,15 +57,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.bench_gateway import GatewayProcess, cpu_s  # noqa: E402  (one gateway process and /proc CPU for both benchmarks)
+from store.scripts import load  # noqa: E402
 from tests.support.endings import Endings  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
-from toolq.store.scripts import load  # noqa: E402
 
 JOB = {"messages": [{"role": "user", "content": "hi"}]}
 ARQ_QUEUE = "bench:arq"
 MODEL = "instant"
-LUA = REPO / "toolq" / "store" / "lua"
+LUA = REPO / "store" / "lua"
 
 
 # ---------------------------------------------------------------------- Redis's own figures
@@ -172,7 +172,7 @@ def arq_worker_main(url: str, max_jobs: int) -> None:
     from arq.connections import RedisSettings
     from arq.worker import Worker, func
 
-    from toolq.store.arq_link import pack, unpack
+    from store.arq_link import pack, unpack
 
     async def noop(ctx: dict[str, Any]) -> None:
         return None

@@ -31,11 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import redis
 
 from bench.bench_queue import pct, pickup_one
+from store import keys
+from store.jobstore import JobStore
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import JobRequest, Message
-from toolq.store import keys
-from toolq.store.jobstore import JobStore
 from toolq.tenants import TenantPolicy
 
 MODEL = "scripted"

@@ -26,12 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from store import keys
+from store.jobstore import JobStore
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.payloads import StartedData
 from toolq.protocol import EventType, JobRequest, Message
-from toolq.store import keys
-from toolq.store.jobstore import JobStore
 
 
 def pct(values: list[float], p: float) -> float:
@@ -61,7 +61,7 @@ async def pickup_one(store: JobStore, text: str, model: str = "scripted") -> tup
 
 
 async def pickup(url: str, jobs: int, fair: bool = False) -> tuple[list[float], list[float]]:
-    """``fair``: submit through the fair-share waiting sets (toolq/store/fair.py), as the gateway does."""
+    """``fair``: submit through the fair-share waiting sets (store/fair.py), as the gateway does."""
     store = JobStore.from_url(url, fair=fair)
     server_side, client_side = [], []
     try:

@@ -42,13 +42,13 @@ sys.path.insert(0, str(REPO))
 
 from bench_gateway import GatewayProcess, pct  # noqa: E402  (this folder is on sys.path when run as a script)
 
+from store import keys  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.workers import WorkerProcess  # noqa: E402
 from toolq import Client, errors  # noqa: E402
 from toolq.local import free_port  # noqa: E402
 from toolq.payloads import FinalData, ToolCallData, ToolResultData, payload  # noqa: E402
 from toolq.protocol import EventType  # noqa: E402
-from toolq.store import keys  # noqa: E402
 from worker.settings import bundled_model_path  # noqa: E402
 
 TOOL = "calculate_zorbix"

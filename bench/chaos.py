@@ -63,14 +63,14 @@ from redis.exceptions import RedisError
 
 from bench import chaos_fair
 from bench.chaos_fair import FairFigures, FairPlan
+from store import keys
+from store.jobstore import JobStore
+from store.records import JobRecord
 from tests.support.chaos_tools import ended, ran_key, runs_key, wait_for_records
 from tests.support.gateways import GatewayProcess
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import JobRequest, Message
-from toolq.store import keys
-from toolq.store.jobstore import JobStore
-from toolq.store.records import JobRecord
 
 MODEL = "scripted"
 TERMINAL = ("final", "error", "cancelled")

@@ -53,6 +53,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from redis.exceptions import RedisError
 
+from store import keys, redis_urls
+from store.durability import NotReplicated
+from store.jobstore import JobStore
 from tests.support.chaos_tools import ended, wait_for_records
 from tests.support.effect_sink import SINK_ENV, counts
 from tests.support.redis_server import RedisServer
@@ -60,9 +63,6 @@ from tests.support.sentinel_set import SentinelSet
 from tests.support.services import ServiceProcess
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import JobRequest, Message
-from toolq.store import keys, redis_urls
-from toolq.store.durability import NotReplicated
-from toolq.store.jobstore import JobStore
 
 MODEL = "scripted"
 TERMINAL = ("final", "error", "cancelled")

@@ -39,12 +39,12 @@ from typing import Any
 import httpx
 from redis.exceptions import RedisError
 
+from store import keys, redis_urls
 from tests.support.chaos_tools import RUNS_DIR_ENV, ended, wait_for_records
 from tests.support.gateways import GatewayProcess
 from tests.support.processes import ToolqProcess
 from tests.support.sentinel_set import SentinelSet
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.store import keys, redis_urls
 
 MODEL = "scripted"
 TERMINAL = ("final", "error", "cancelled")

@@ -32,8 +32,8 @@ from typing import Any
 import httpx
 import redis.asyncio as aioredis
 
+from store import keys
 from tests.support.chaos_tools import wait_for_records
-from toolq.store import keys
 
 HEAVY, LIGHT, FLOOD, PROBE = "heavy", "light", "flood", "probe"
 WEIGHTS = {HEAVY: 3, LIGHT: 1, FLOOD: 1, PROBE: 1}

@@ -1,6 +1,6 @@
 """Answers to a paused job (status ``requires_action``): the results of client-executed tools and
 the decisions on calls that need approval. Once every call the job waits on is answered it is
-queued again and resumes from its checkpoint (toolq/store/lua/answer.lua)."""
+queued again and resumes from its checkpoint (store/lua/answer.lua)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from fastapi import APIRouter, Body
 from gateway.auth import Tenant
 from gateway.jobs import JobId, owned
 from gateway.state import GatewayState, State
+from store.jobstore import JobNotFound
 from toolq.api import ApprovalDecision, ErrorBody, JobView, ToolResult
 from toolq.errors import JobNotFoundError
 from toolq.limits import MAX_ANSWERS
 from toolq.protocol import ActionKind
-from toolq.store.jobstore import JobNotFound
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -55,7 +55,8 @@ async def answer_calls(
     state: GatewayState, tenant: str, job_id: str, answers: list[tuple[str, dict[str, Any]]], kind: ActionKind
 ) -> JobView:
     """Record the answers to ``tenant``'s paused job (the dashboard's too: gateway/ui/api.py)."""
-    await owned(state, job_id, tenant)
+    if await state.store.owner(job_id) != tenant:  # one field, not the record: it is read once answered
+        raise JobNotFoundError.of(job_id)
     try:
         await state.store.answer_actions(job_id, answers, kind, tenant=tenant)
         return (await owned(state, job_id, tenant)).view()

@@ -10,7 +10,6 @@ from typing import Any
 
 import structlog
 from fastapi import FastAPI
-from redis.exceptions import RedisError
 
 from gateway import actions, catalog, deliveries, errors, health, jobs, threads, ui, usage
 from gateway.auth import KeyRing
@@ -31,13 +30,14 @@ from gateway.settings import GatewaySettings
 from gateway.state import GatewayState
 from gateway.tracing import TraceContext
 from gateway.wrong_keys import WrongKeys
+from store.admission import QueueBounds
+from store.batches import BatchStore
+from store.errors import RedisError
+from store.event_hub import EventHub
+from store.files import FileLimits, FileStore
+from store.fleet import Fleet
+from store.jobstore import JobNotFound, JobStore, connect
 from toolq.protocol import PROTOCOL_VERSION
-from toolq.store.admission import QueueBounds
-from toolq.store.batches import BatchStore
-from toolq.store.event_hub import EventHub
-from toolq.store.files import FileLimits, FileStore
-from toolq.store.fleet import Fleet
-from toolq.store.jobstore import JobNotFound, JobStore, connect
 from toolq.tracing import on as tracing_on
 from toolq.webhook_settings import WebhookSettings
 
@@ -74,7 +74,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
             connect(settings.redis_url),
             fair=settings.fair_share,
             affinity_wait_ms=settings.affinity_wait_ms,
-            # every door's submissions pass these in the store's scripts (toolq/store/admission.py)
+            # every door's submissions pass these in the store's scripts (store/admission.py)
             bounds=QueueBounds(settings.max_queue_depth, settings.tenants),
         )
         metrics = GatewayMetrics()

@@ -1,5 +1,5 @@
 """Webhook deliveries, scoped to the caller's tenant: a job's delivery log, one delivery with its
-attempts, the dead-letter list, and sending a failed one again (toolq/store/deliveries.py)."""
+attempts, the dead-letter list, and sending a failed one again (store/deliveries.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel
 
 from gateway.auth import Tenant
-from gateway.jobs import JobId, owned
+from gateway.jobs import JobId
 from gateway.state import State
+from store.deliveries import Deliveries, DeliveryNotFound, NotFailed
 from toolq.api import ErrorBody
-from toolq.errors import Conflict, NotFound
-from toolq.store.deliveries import Deliveries, Delivery, DeliveryNotFound, NotFailed
+from toolq.deliveries import Delivery
+from toolq.errors import Conflict, JobNotFoundError, NotFound
 
 router = APIRouter(tags=["webhooks"])
 
@@ -37,8 +38,8 @@ def _not_found(delivery_id: str) -> NotFound:
 async def job_deliveries(job_id: JobId, tenant: Tenant, state: State) -> DeliveryList:
     """The job's webhook deliveries, oldest first, each with its attempts."""
     found = await Deliveries(state.store.redis).of_job(job_id, tenant)
-    if not found:
-        await owned(state, job_id, tenant)  # 404 unless the job is the caller's
+    if not found and await state.store.owner(job_id) != tenant:  # 404 unless the job is the caller's
+        raise JobNotFoundError.of(job_id)
     return DeliveryList(data=found)
 
 

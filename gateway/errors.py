@@ -18,15 +18,15 @@ import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import OutOfMemoryError, RedisError
 from starlette.exceptions import HTTPException
 from starlette.types import Scope, Send
 
 from gateway.openai.errors import PREFIXES as OPENAI_PREFIXES
 from gateway.openai.errors import body as openai_body
+from store.durability import NotReplicated
+from store.errors import OutOfMemoryError, RedisError
+from store.threads import ThreadLimitReached
 from toolq.errors import LimitExceeded, NotReplicatedError, ToolqError
-from toolq.store.durability import NotReplicated
-from toolq.store.threads import ThreadLimitReached
 
 log = structlog.get_logger("toolq.gateway")
 
@@ -158,7 +158,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def not_replicated(exc: NotReplicated) -> NotReplicatedError:
-    """The 503 of a write WAIT found short (toolq/store/durability.py)."""
+    """The 503 of a write WAIT found short (store/durability.py)."""
     return NotReplicatedError(
         f"{exc}; it may run, or be lost if the primary fails now: retry with the same Idempotency-Key "
         "(the same job comes back) or look it up by its id",

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from toolq.store.fleet import Fleet, read_fleet
+from store.fleet import Fleet, read_fleet
 
 
 class FleetView:

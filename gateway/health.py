@@ -14,11 +14,11 @@ import asyncio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
-from redis.exceptions import RedisError
 
 from gateway.auth import KeyRing, invalid_key, presented_key
 from gateway.key_digest import key_digest
 from gateway.state import State
+from store.errors import RedisError
 from toolq.api import Readiness
 
 router = APIRouter(tags=["health"])
@@ -36,7 +36,7 @@ async def readyz(state: State) -> Readiness | JSONResponse:
     worker); 503 with the reason otherwise."""
     try:
         # Bounded: the client retries through Redis blips for seconds, a probe wants an answer now.
-        await asyncio.wait_for(state.store.redis.ping(), READY_TIMEOUT_S)
+        await asyncio.wait_for(state.store.ping(), READY_TIMEOUT_S)
         fleet = await asyncio.wait_for(state.fleet.get(), READY_TIMEOUT_S)
     except (RedisError, OSError, asyncio.TimeoutError) as e:
         why = str(e) or "no answer in time"

@@ -12,11 +12,11 @@ from gateway.off_loop import validated
 from gateway.sse import MAX_SEQ, events_after, start_seq
 from gateway.state import GatewayState, State
 from gateway.submission import enqueue
+from store.jobstore import JobNotFound
+from store.records import JobRecord
 from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
 from toolq.errors import JobNotFoundError
 from toolq.protocol import JobRequest, JobStatus
-from toolq.store.jobstore import JobNotFound
-from toolq.store.records import JobRecord
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

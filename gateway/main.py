@@ -10,10 +10,10 @@ from pydantic import ValidationError
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
+from store import redis_urls
 from toolq.errors import CommandError
 from toolq.field_errors import validation_message
 from toolq.logs import configure_logging
-from toolq.store import redis_urls
 from toolq.tracing import configure_tracing, shutdown_tracing
 
 

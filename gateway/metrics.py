@@ -4,7 +4,7 @@ The gateway subscribes to the all-jobs channel, so the figures cover every job i
 including those submitted straight into Redis by the SDK. Each gateway replica therefore reports
 the same cluster-wide counts: aggregate replicas with ``max``, not ``sum``. Labels are bounded on
 purpose: model, outcome, tool (only names a live worker serves), tenant (the configured API keys'
-tenants: the figures per tenant come from Redis, toolq/store/fair.py and toolq/store/usage.py, so
+tenants: the figures per tenant come from Redis, store/fair.py and store/usage.py, so
 every replica reports the same; only the 429 counter is this replica's own: aggregate it with
 ``sum``); never job ids.
 Tenant names and usage are only for operators: the per-tenant series live in a registry of their
@@ -27,14 +27,15 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import ValidationError
-from redis.exceptions import RedisError
 
+from store.errors import RedisError
+from store.event_feed import AllEvents
+from store.fair import FairQueue
+from store.fleet import Fleet
+from store.quarantine import quarantined_counts
+from store.usage import read_usage
 from toolq.payloads import MODELS, FinalData, QueuedData, StartedData, TokenData, ToolCallData, ToolResultData
 from toolq.protocol import TERMINAL_EVENTS, EventType
-from toolq.store import keys
-from toolq.store.fair import FairQueue
-from toolq.store.fleet import Fleet
-from toolq.store.usage import read_usage
 
 log = structlog.get_logger("toolq.gateway")
 
@@ -158,7 +159,7 @@ class GatewayMetrics:
             ["tenant", "reason"],
             registry=t,
         )
-        # Affinity (toolq/store/affinity.py): read from Redis and the registry at scrape time.
+        # Affinity (store/affinity.py): read from Redis and the registry at scrape time.
         self.affinity = Gauge(
             "toolq_affinity_dispatches",
             "Jobs offered first to the worker holding their conversation, by how they were placed "
@@ -166,7 +167,7 @@ class GatewayMetrics:
             ["model", "placed"],
             registry=r,
         )
-        # Poison jobs (toolq/store/lua/claim.lua): read from Redis at scrape time; no tenant label.
+        # Poison jobs (store/lua/claim.lua): read from Redis at scrape time; no tenant label.
         self.quarantined = Gauge(
             "toolq_jobs_quarantined",
             "Jobs ended worker_lost after too many attempts lost their worker (a counter kept in Redis)",
@@ -289,8 +290,8 @@ class GatewayMetrics:
             self.cache_conversations.labels(w.model, w.id).set(w.cache_conversations)
             for tier, n in w.cache_bytes.items():
                 self.cache_bytes.labels(w.model, w.id, tier).set(n)
-        for model, n in (await redis.hgetall(keys.QUARANTINED)).items():
-            self.quarantined.labels(model.decode()).set(int(n))
+        for model, n in (await quarantined_counts(redis)).items():
+            self.quarantined.labels(model).set(n)
         if not tenants:
             return generate_latest(self.registry)
         await self._tenant_figures(redis, sorted(self._models_seen))
@@ -318,17 +319,14 @@ class EventObserver:
     async def _run(self) -> None:
         delay = 0.1
         while True:
-            pubsub = self.redis.pubsub()
             try:
-                await pubsub.subscribe(keys.EVENTS_ALL)
-                self.subscribed.set()
-                delay = 0.1
-                while True:
-                    # A timeout rather than listen(): each return runs the pool's periodic health
-                    # check (PING), so a connection that died silently is noticed and replaced.
-                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5.0)
-                    if msg and msg.get("type") == "message":
-                        await self._handle(msg["data"])
+                async with AllEvents(self.redis) as feed:
+                    self.subscribed.set()
+                    delay = 0.1
+                    while True:
+                        raw = await feed.next(timeout_s=5.0)
+                        if raw is not None:
+                            await self._handle(raw)
             except asyncio.CancelledError:
                 raise
             except (RedisError, OSError) as e:
@@ -339,11 +337,6 @@ class EventObserver:
             except Exception:  # a metrics bug must never take the gateway down
                 log.exception("event observer error")
                 await asyncio.sleep(delay)
-            finally:
-                try:
-                    await pubsub.aclose()
-                except Exception:
-                    pass
 
     async def _handle(self, raw: bytes) -> None:
         try:

@@ -12,8 +12,8 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from store import affinity
 from toolq.settings import DEFAULT_MAX_QUEUE_DEPTH, DEFAULT_REDIS_URL
-from toolq.store import affinity
 from toolq.tenants import TenantPolicy, parse_tenants
 from toolq.thread_api import MAX_TTL_S
 
@@ -60,19 +60,19 @@ class GatewaySettings(BaseSettings):
     timeout_cap_s: float = Field(default=3600.0, gt=0)
     action_timeout_cap_s: float = Field(default=86400.0, gt=0)  # how long a paused job may wait on its caller
     # per model: jobs queued (waiting or on arq's queue); past it each tenant keeps its share, up
-    # to twice this in all (toolq/store/admission.py)
+    # to twice this in all (store/admission.py)
     max_queue_depth: int = Field(default=DEFAULT_MAX_QUEUE_DEPTH, ge=1)
     retry_after_s: int = Field(default=2, ge=1)
-    # Threads (toolq/store/threads.py): the TTL of a thread created without one (refreshed by each
+    # Threads (store/threads.py): the TTL of a thread created without one (refreshed by each
     # write), live threads per tenant, messages per thread; TOOLQ_TENANTS may set the caps per tenant
     thread_ttl_s: int = Field(default=30 * 86400, ge=60, le=MAX_TTL_S)
     max_threads: int = Field(default=10_000, ge=1)
     max_thread_messages: int = Field(default=2_000, ge=1)
     # Per-tenant weight, running cap and token budgets (toolq/tenants.py), JSON; "*" is the default.
     tenants: Annotated[dict[str, TenantPolicy], NoDecode] = Field(default_factory=dict)
-    # Fair share between tenants (toolq/store/fair.py); off: one first-in first-out queue per model.
+    # Fair share between tenants (store/fair.py); off: one first-in first-out queue per model.
     fair_share: bool = True
-    # Affinity (toolq/store/affinity.py): how long a job that continues a conversation is left to
+    # Affinity (store/affinity.py): how long a job that continues a conversation is left to
     # the worker holding it before any worker may take it; 0 turns affinity off. Needs fair share.
     affinity_wait_ms: int = Field(default=affinity.DEFAULT_WAIT_MS, ge=0, le=affinity.MAX_WAIT_MS)
 
@@ -92,7 +92,7 @@ class GatewaySettings(BaseSettings):
     # [::1] and the bound host ("a,b" or a JSON list; "*" answers every name). With API keys the
     # Host check applies only when this is set.
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    # Followers of job events (toolq/store/event_hub.py, gateway/followers.py), per gateway process
+    # Followers of job events (store/event_hub.py, gateway/followers.py), per gateway process
     max_followers_per_tenant: int = Field(default=100, ge=1)  # SSE streams and waits on a job's end
     follower_queue: int = Field(default=256, ge=1)  # events a follower may lag before it re-reads the stream
     follower_reads: int = Field(default=4, ge=1)  # stream reads at once (each borrows a pooled connection)
@@ -100,7 +100,7 @@ class GatewaySettings(BaseSettings):
     # Behaviour
     keepalive_s: float = Field(default=15.0, gt=0)  # SSE comment while a job is quiet
     fleet_cache_s: float = Field(default=0.5, ge=0)  # how stale the gateway's view of the fleet may be
-    # Models accepted before any worker serves them (scale from zero, toolq/store/fleet.py):
+    # Models accepted before any worker serves them (scale from zero, store/fleet.py):
     # "name:slots,..." (name = the queue, the worker's TOOLQ_MODEL_NAME; slots = one worker's
     # --slots, default 1) or a JSON object {"name": slots}.
     declared_models: Annotated[dict[str, int], NoDecode] = Field(default_factory=dict)

@@ -2,7 +2,7 @@
 
 Each event goes out as ``id: <seq>`` / ``event: <type>`` / ``data: <event JSON>``. Because ``id`` is the event's seq, a
 client that reconnects with ``Last-Event-ID`` resumes right after the last event it got; the gateway's EventHub
-(toolq/store/event_hub.py) reads the stream from that seq and then hands over the live events, so nothing is lost or
+(store/event_hub.py) reads the stream from that seq and then hands over the live events, so nothing is lost or
 repeated, and a start point that cannot be served (past the end, or trimmed) is answered at once (events_after).
 
 sse-starlette's EventSourceResponse writes the frames, ends the body after the terminal event, and stops following as
@@ -17,15 +17,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import structlog
-from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import Response
 
 from gateway.state import GatewayState
+from store.errors import RedisError
+from store.event_hub import EventHub
+from store.jobstore import JobNotFound
+from store.records import JobRecord
 from toolq.errors import BadRequest, EventsGone, EventsPastEnd
-from toolq.store.event_hub import EventHub
-from toolq.store.jobstore import JobNotFound
-from toolq.store.records import JobRecord
 
 log = structlog.get_logger("toolq.gateway")
 

@@ -12,10 +12,10 @@ from gateway.followers import Seats
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.settings import GatewaySettings
 from gateway.wrong_keys import WrongKeys
-from toolq.store.batches import BatchStore
-from toolq.store.event_hub import EventHub
-from toolq.store.files import FileStore
-from toolq.store.jobstore import JobStore
+from store.batches import BatchStore
+from store.event_hub import EventHub
+from store.files import FileStore
+from store.jobstore import JobStore
 from toolq.webhook_settings import WebhookSettings
 
 
@@ -27,10 +27,10 @@ class GatewayState:
     metrics: GatewayMetrics
     observer: EventObserver
     wrong_keys: WrongKeys  # gateway/wrong_keys.py
-    hub: EventHub  # every follower's events (toolq/store/event_hub.py)
+    hub: EventHub  # every follower's events (store/event_hub.py)
     seats: Seats  # followers per tenant (gateway/followers.py)
-    files: FileStore  # OpenAI's Files API (toolq/store/files.py)
-    batches: BatchStore  # OpenAI's Batch API (toolq/store/batches.py)
+    files: FileStore  # OpenAI's Files API (store/files.py)
+    batches: BatchStore  # OpenAI's Batch API (store/batches.py)
     webhooks: WebhookSettings = field(default_factory=WebhookSettings)  # toolq/webhook_settings.py
 
 

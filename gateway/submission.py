@@ -6,9 +6,9 @@ the webhook target and the tenant's default webhook, the model and tools against
 workers) and returns an ``Admitted`` submission, which only it makes; ``enqueue`` and the thread
 runs (gateway/threads.py, gateway/openai/conversations.py) take that. The queue bounds (depth,
 fair admission, the tenant's ``max_queued``) are not here: the store applies them in the script
-that writes the job, for every door alike (toolq/store/admission.py), and ``queue_full`` turns
+that writes the job, for every door alike (store/admission.py), and ``queue_full`` turns
 their refusal into the one 429. The job is offered first to the worker holding the longest prefix
-of its messages (affinity, toolq/store/affinity.py).
+of its messages (affinity, store/affinity.py).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from starlette.requests import Request
 from gateway.budgets import check_budgets
 from gateway.limits import apply_caps
 from gateway.state import GatewayState
+from store.affinity import preferred_worker
+from store.conversation_keys import request_keys
+from store.fleet import queue_depths
+from store.jobstore import NotSubmitted, QueueAtLimit
 from toolq.errors import QueueFull, ToolqError
 from toolq.protocol import Event, JobRequest
-from toolq.store.affinity import preferred_worker
-from toolq.store.conversation_keys import request_keys
-from toolq.store.fleet import queue_depths
-from toolq.store.jobstore import NotSubmitted, QueueAtLimit
 from toolq.tenants import TenantPolicy, policy_of
 from toolq.tracing import current_carrier, entry_kind, genai, span
 from toolq.webhook_target import settle_webhook
@@ -124,7 +124,7 @@ async def _enqueue(
 
 async def _holder(state: GatewayState, request: JobRequest, model: str | None) -> str | None:
     """The live worker of the model that holds the longest prefix of the job's conversation, to
-    offer the job to first (toolq/store/affinity.py); None when affinity is off or none does."""
+    offer the job to first (store/affinity.py); None when affinity is off or none does."""
     if model is None or not state.store.affinity_wait_ms:
         return None
     workers = [w.id for w in (await state.fleet.get()).workers_of(model)]

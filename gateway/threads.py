@@ -1,8 +1,8 @@
-"""/v1/threads: conversations kept on the server, and runs on them (toolq/store/threads.py).
+"""/v1/threads: conversations kept on the server, and runs on them (store/threads.py).
 
 Every route is scoped to the caller's tenant: another tenant's thread is a 404, exactly like one
 that does not exist. A run passes the same door as POST /v1/jobs (gateway/submission.py: admit,
-then the store's queue bounds, toolq/store/admission.py).
+then the store's queue bounds, store/admission.py).
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from gateway.auth import Tenant
 from gateway.off_loop import validated
 from gateway.state import GatewayState, State
 from gateway.submission import admit, queue_full
+from store.admission import QueueAtLimit
+from store.threads import RunRejected, ThreadInfo, ThreadLimits, ThreadNotFound, ThreadStore
 from toolq.api import ErrorBody
 from toolq.errors import RunActive, ThreadNotFoundError
 from toolq.protocol import JobStatus
-from toolq.store import keys
-from toolq.store.admission import QueueAtLimit
-from toolq.store.threads import RunRejected, ThreadInfo, ThreadLimits, ThreadNotFound, ThreadStore
 from toolq.thread_api import (
     MAX_PAGE,
     MessagePage,
@@ -36,7 +35,6 @@ from toolq.thread_api import (
     ThreadMessage,
     ThreadSummary,
     ThreadView,
-    page,
 )
 from toolq.tracing import current_carrier, entry_kind, genai, span
 
@@ -87,10 +85,9 @@ async def message_page(
     state: GatewayState, tenant: str, thread_id: str, after: str | None, limit: int, order: Order
 ) -> MessagePage:
     try:
-        items = await threads_of(state).messages(tenant, thread_id)
+        chosen, more = await threads_of(state).message_page(tenant, thread_id, after=after, limit=limit, order=order)
     except ThreadNotFound:
         raise not_found(thread_id) from None
-    chosen, more = page(items, after=after, limit=limit, order=order)
     data = [ThreadMessage(id=i, message=m) for i, m in chosen]
     return MessagePage(
         data=data, first_id=data[0].id if data else None, last_id=data[-1].id if data else None, has_more=more
@@ -222,8 +219,5 @@ async def list_runs(thread_id: ThreadId, tenant: Tenant, state: State) -> RunLis
         ids = await threads_of(state).runs(tenant, thread_id)
     except ThreadNotFound:
         raise not_found(thread_id) from None
-    out = []
-    for job_id in ids:
-        raw = await state.store.redis.hget(keys.job(job_id), "status")
-        out.append(RunView(job_id=job_id, status=JobStatus(raw.decode()) if raw else None))
-    return RunList(data=out)
+    statuses = await state.store.statuses(ids)
+    return RunList(data=[RunView(job_id=j, status=s) for j, s in zip(ids, statuses, strict=True)])

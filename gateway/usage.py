@@ -8,9 +8,9 @@ from fastapi import APIRouter
 
 from gateway.auth import Tenant
 from gateway.state import State
+from store.fair import FairQueue
+from store.usage import read_usage
 from toolq.api import ErrorBody, UsageView
-from toolq.store.fair import FairQueue
-from toolq.store.usage import read_usage
 from toolq.tenants import policy_of
 
 router = APIRouter(prefix="/v1", tags=["usage"])

@@ -1,7 +1,7 @@
 """Wrong keys are rate limited per client address, in Redis, so every replica counts together.
 
 Each wrong key (API key on /v1 and /metrics, API or operator key at /ui) adds one to the address's
-counter (toolq/store/lua/wrong_key.lua); the window starts at the first wrong key. Past
+counter (store/lua/wrong_key.lua); the window starts at the first wrong key. Past
 ``wrong_key_limit`` wrong keys in ``wrong_key_window_s`` every key from that address gets 429
 with Retry-After until the window ends, a right key too: were a newly presented right key let
 through, a 429 would only mean "wrong" and guessing would go on at full speed.
@@ -31,9 +31,8 @@ from typing import Any, TypeVar
 from fastapi import Request
 
 from gateway.key_digest import key_digest
+from store.wrong_keys import WrongKeyCounts
 from toolq.errors import TooManyWrongKeys
-from toolq.store import keys
-from toolq.store.scripts import Script
 
 T = TypeVar("T")
 SUSPECTS = 10_000  # addresses remembered between a wrong key and their window's end
@@ -47,10 +46,9 @@ def client_address(request: Request) -> str:
 
 class WrongKeys:
     def __init__(self, redis: Any, limit: int, window_s: int):
-        self.redis = redis
+        self.counts = WrongKeyCounts(redis)
         self.limit = limit
         self.window_s = window_s
-        self._count = Script(redis, "wrong_key")
         self._suspects: OrderedDict[str, float] = OrderedDict()  # address -> monotonic end of its window
         self._proven: OrderedDict[tuple[str, str], float] = OrderedDict()  # (address, digest) -> next write
 
@@ -70,20 +68,18 @@ class WrongKeys:
         if until <= time.monotonic():
             del self._suspects[address]
             return 0
-        key = keys.wrong_keys(address)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            n, left = await pipe.get(key).pttl(key).execute()
-        return int(left) if n is not None and int(n) > self.limit and left > 0 else 0
+        n, left = await self.counts.current(address)
+        return left if n > self.limit else 0
 
     async def wrong(self, address: str) -> None:
         """Count a wrong key; raise TooManyWrongKeys when it takes the address past the limit."""
-        n, left = await self._count(counter=keys.wrong_keys(address), window_ms=self.window_s * 1000)
+        n, left = await self.counts.count(address, self.window_s * 1000)
         self._suspects[address] = time.monotonic() + left / 1000
         self._suspects.move_to_end(address)
         while len(self._suspects) > SUSPECTS:
             self._suspects.popitem(last=False)
-        if int(n) > self.limit:
-            raise self._refusal(int(left))
+        if n > self.limit:
+            raise self._refusal(left)
 
     async def _prove(self, address: str, digest: str) -> None:
         """Remember that this key was right from this address (written at most hourly per pair)."""
@@ -95,9 +91,7 @@ class WrongKeys:
         self._proven.move_to_end(pair)
         while len(self._proven) > SUSPECTS:
             self._proven.popitem(last=False)
-        key = keys.proven_keys(address)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            await pipe.sadd(key, digest).expire(key, PROVEN_S).execute()
+        await self.counts.prove(address, digest, PROVEN_S)
 
     async def judge(self, request: Request, key: str, lookup: Callable[[], T | None]) -> T | None:
         """Screen the caller's address, then ``lookup()`` the ``key`` it presented; a None answer
@@ -107,7 +101,7 @@ class WrongKeys:
         found = lookup()
         digest = key_digest(key)
         if locked:
-            if found is not None and await self.redis.sismember(keys.proven_keys(address), digest):
+            if found is not None and await self.counts.proven(address, digest):
                 return found  # a key proven from here before the lock: another tenant's guesses do not stop it
             raise self._refusal(locked)
         if found is None:

@@ -113,7 +113,7 @@ class ToolsView(BaseModel):
 
 
 class WorkerCache(BaseModel):
-    """One worker's cache as the fleet sees it (toolq/store/affinity.py)."""
+    """One worker's cache as the fleet sees it (store/affinity.py)."""
 
     worker: str
     conversations: int = Field(0, description="conversations it holds and tells the fleet, for affinity")

@@ -2,14 +2,14 @@
 gateway/budgets.py, the SDK's Redis mode): a tenant whose jobs used up its ``tokens_per_minute``
 or ``tokens_per_day`` (toolq/tenants.py) is refused with a 429 naming the budget, with
 ``Retry-After`` the seconds until that window ends. Usage is what the workers counted, round by
-round (toolq/store/usage.py); the jobs in flight when a budget is reached still finish."""
+round (store/usage.py); the jobs in flight when a budget is reached still finish."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from store.usage import DAY_MS, MINUTE_MS, read_usage
 from toolq.errors import BudgetExhausted
-from toolq.store.usage import DAY_MS, MINUTE_MS, read_usage
 from toolq.tenants import TenantPolicy
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from toolq.store import redis_urls
+from store import redis_urls
 
 
 def free_port() -> int:
@@ -16,7 +16,4 @@ def free_port() -> int:
 
 
 def redis_answers(url: str, timeout: float = 0.5) -> bool:
-    try:
-        return bool(redis_urls.sync_client(url, socket_connect_timeout=timeout).ping())
-    except Exception:
-        return False
+    return redis_urls.answers(url, timeout)

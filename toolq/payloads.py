@@ -1,7 +1,7 @@
 """What each event carries in its ``data``: one model per event type, the protocol's typed view of
 ``Event.data``.
 
-The worker and the store build events from these (worker/events.py, toolq/store/jobstore.py);
+The worker and the store build events from these (worker/events.py, store/jobstore.py);
 the gateway, the SDK and the console read them with ``Model.of(event)`` (this event's data, of this
 type) or ``payload(event)`` (whichever type it is). The JSON on the wire is what it was when the
 data was a plain dict: ``to_wire()`` writes exactly the keys that were given, so a key that is
@@ -64,7 +64,7 @@ class QueuedData(EventData):
     attempt: int = 1
     resumed: str | None = None  # why it was queued again ("requires_action": its caller answered)
     # Only while no worker serves its (declared) model: workers 0, and the jobs waiting, this one
-    # included, for the first worker to start (toolq/store/fleet.py).
+    # included, for the first worker to start (store/fleet.py).
     workers: int | None = None
     waiting: int | None = None
 

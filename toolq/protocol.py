@@ -303,7 +303,7 @@ class JobRequest(_Model):
     metadata: dict[str, Any] = Field(default_factory=dict)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
     # Within its tenant, a job of a higher priority starts first (9 first); across tenants the fair
-    # shares decide (toolq/store/fair.py). It orders only the tenant's own waiting jobs.
+    # shares decide (store/fair.py). It orders only the tenant's own waiting jobs.
     priority: int = Field(default=0, ge=0, le=9)
     # Signed callbacks of this job's end and pauses (None: the tenant's default, if the operator set one).
     webhook: Webhook | None = None
@@ -438,7 +438,7 @@ class ErrorCode(str, Enum):
 
 class AttemptEnd(_Model):
     """How one attempt of a job ended when another worker took the job over
-    (toolq/store/lua/claim.lua writes these into the record's ``attempts``)."""
+    (store/lua/claim.lua writes these into the record's ``attempts``)."""
 
     attempt: int
     worker: str = ""  # the worker that started it; "" when it never started

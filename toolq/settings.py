@@ -1,6 +1,6 @@
 """The settings every toolq process shares: where Redis is (``TOOLQ_REDIS_URL``, any URL of
-toolq/store/redis_urls.py, Sentinel included) and what an acknowledgement waits for
-(``TOOLQ_REDIS_WAIT_REPLICAS``, ``TOOLQ_REDIS_WAIT_TIMEOUT_MS``: toolq/store/durability.py).
+store/redis_urls.py, Sentinel included) and what an acknowledgement waits for
+(``TOOLQ_REDIS_WAIT_REPLICAS``, ``TOOLQ_REDIS_WAIT_TIMEOUT_MS``: store/durability.py).
 
 The worker's and the gateway's settings take their default from here, and `toolq demo` and the
 container healthcheck read it through ``RedisSettings`` without importing either service.
@@ -36,7 +36,7 @@ DEFAULT_MAX_QUEUE_DEPTH = 1000  # per model: the gateway's TOOLQ_MAX_QUEUE_DEPTH
 class AdmissionSettings(BaseSettings):
     """The queue bounds the SDK's Redis mode applies to its submissions, read from the same
     variables as the gateway's (``TOOLQ_MAX_QUEUE_DEPTH``, ``TOOLQ_TENANTS``), so a job submitted
-    straight into Redis is admitted as one through a gateway (toolq/store/admission.py)."""
+    straight into Redis is admitted as one through a gateway (store/admission.py)."""
 
     model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
 

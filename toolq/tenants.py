@@ -7,8 +7,8 @@ to policy; the tenant ``"*"`` is the default for every tenant not named, e.g.::
      "tokens_per_day": 20000000, "job_tokens": 50000}}
 
 Where each part is enforced: the weight and the running cap by the fair choice of the next job
-(toolq/store/lua/dispatch.lua, fed by each submit); the queued cap by every submission's
-admission (toolq/store/admission.py); the per-minute and per-day budgets at
+(store/lua/dispatch.lua, fed by each submit); the queued cap by every submission's
+admission (store/admission.py); the per-minute and per-day budgets at
 submission (a 429 naming the budget); the per-job cap by the worker, between rounds (the job ends
 with ``error`` / ``budget_exceeded``).
 """
@@ -29,9 +29,9 @@ class TenantPolicy(BaseModel):
     weight: float = Field(default=1.0, gt=0, le=1000)  # share of starts under saturation
     max_running: int | None = Field(default=None, ge=1)  # most jobs running at once, all models
     # most jobs queued (waiting, thread runs included) per model; none: its fair share of a full
-    # queue only (toolq/store/admission.py)
+    # queue only (store/admission.py)
     max_queued: int | None = Field(default=None, ge=1)
-    # threads kept (toolq/store/threads.py); none: the gateway's TOOLQ_MAX_THREADS / TOOLQ_MAX_THREAD_MESSAGES
+    # threads kept (store/threads.py); none: the gateway's TOOLQ_MAX_THREADS / TOOLQ_MAX_THREAD_MESSAGES
     max_threads: int | None = Field(default=None, ge=1)
     max_thread_messages: int | None = Field(default=None, ge=1)
     tokens_per_minute: int | None = Field(default=None, ge=1)  # prompt + completion, per clock minute

@@ -15,7 +15,7 @@ from typing import Literal
 
 import httpx
 
-from toolq.store.deliveries import Delivery
+from toolq.deliveries import Delivery
 from toolq.webhook_urls import Resolver, WebhookHostUnresolved, WebhookUrlRefused, check_url
 from webhooks import payload
 

@@ -40,12 +40,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _deliveries_call(args: argparse.Namespace, call: Any) -> Any:
-    from redis.exceptions import RedisError
-
+    from store import redis_urls
+    from store.arq_link import connect
+    from store.deliveries import Deliveries
+    from store.errors import RedisError
     from toolq.settings import RedisSettings
-    from toolq.store import redis_urls
-    from toolq.store.arq_link import connect
-    from toolq.store.deliveries import Deliveries
 
     url = args.redis or RedisSettings().redis_url
 
@@ -76,7 +75,7 @@ def cmd_failed(args: argparse.Namespace) -> int:
 
 
 def cmd_redeliver(args: argparse.Namespace) -> int:
-    from toolq.store.deliveries import DeliveryNotFound, NotFailed
+    from store.deliveries import DeliveryNotFound, NotFailed
 
     try:
         d = _deliveries_call(args, lambda ds: ds.redeliver(args.delivery_id, args.tenant))

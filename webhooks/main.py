@@ -10,12 +10,12 @@ import structlog
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
+from store import redis_urls
+from store.arq_link import connect
+from store.deliveries import Deliveries
 from toolq.errors import CommandError
 from toolq.field_errors import validation_message
 from toolq.logs import configure_logging
-from toolq.store import redis_urls
-from toolq.store.arq_link import connect
-from toolq.store.deliveries import Deliveries
 from webhooks.settings import SenderSettings
 
 log = structlog.get_logger("toolq.webhooks")

@@ -11,7 +11,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from toolq.store.deliveries import Delivery
+from toolq.deliveries import Delivery
 from toolq.webhooks import signature_header
 
 TYPE_PREFIX = "job."  # event types: job.completed, job.failed, job.cancelled, job.requires_action

@@ -14,9 +14,10 @@ import time
 
 import httpx
 import structlog
-from redis.exceptions import RedisError
 
-from toolq.store.deliveries import Attempt, Claim, Deliveries
+from store.deliveries import Claim, Deliveries
+from store.errors import RedisError
+from toolq.deliveries import Attempt
 from toolq.webhook_urls import Resolver
 from webhooks import metrics
 from webhooks.attempt import attempt

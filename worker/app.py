@@ -1,19 +1,19 @@
 """The worker service: one process that holds one model and runs conversation jobs from its queue.
 
-The queue is arq's (toolq/store/arq_link.py holds everything that knows arq); this module wires the
+The queue is arq's (store/arq_link.py holds everything that knows arq); this module wires the
 worker's parts to it:
 - pickup: enqueuers push a wake token; an idle worker blocks on it instead of sleeping a poll,
   and before each look at the queue asks for the fairly chosen jobs due next, one per free slot
-  (toolq/store/fair.py), naming itself so that jobs offered to it first come to it and jobs
-  offered to another worker wait for that one a moment (toolq/store/affinity.py);
+  (store/fair.py), naming itself so that jobs offered to it first come to it and jobs
+  offered to another worker wait for that one a moment (store/affinity.py);
 - affinity: the worker tells the fleet which conversations it holds (worker/held.py) and its
   load when it becomes full or stops being full (worker/load.py);
 - one attempt of a job (worker/jobrun.py), stopped between tokens by its cancel key
   (worker/cancel.py) or its deadline;
-- leases (worker/heartbeat.py, toolq/store/leases.py): a running job's lease is renewed every
+- leases (worker/heartbeat.py, store/leases.py): a running job's lease is renewed every
   heartbeat; any live worker of the model claims a job whose lease ran out and resumes it from its
   checkpoint as a new attempt, or, once TOOLQ_MAX_ATTEMPTS attempts lost their worker, ends it
-  as quarantined (toolq/store/quarantine.py);
+  as quarantined (store/quarantine.py);
 - graceful stop: SIGTERM stops pickup, lets the running job finish for a grace period, then hands
   it back (its lease released at once) without publishing anything half-done.
 """
@@ -28,13 +28,13 @@ from typing import Any
 
 import structlog
 
-from toolq.store import keys
-from toolq.store.arq_link import StalledPickups
-from toolq.store.fair import FairQueue
-from toolq.store.jobstore import JobStore
-from toolq.store.leases import Leases
+from store import keys
+from store.arq_link import StalledPickups
+from store.fair import FairQueue
+from store.jobstore import JobStore
+from store.journal import Journal
+from store.leases import Leases
 from toolq.tools import load_tool_modules
-from toolq.tools.journal import Journal
 from worker.cancel import watch_cancels
 from worker.conversation import ConversationLoop
 from worker.formats.choice import choose_format

@@ -3,7 +3,7 @@ earlier attempts, which its checkpoint carries), pass its tenant's ``job_tokens`
 ends with ``error`` / ``budget_exceeded``, naming the tokens it used.
 
 The cap comes from the job's record (the gateway stamps its tenant's policy there at submission,
-toolq/store/lua/submit.lua), else from this worker's own ``TOOLQ_TENANTS`` (a job submitted
+store/lua/submit.lua), else from this worker's own ``TOOLQ_TENANTS`` (a job submitted
 straight into Redis). The loop adds a round's tokens when the round's generation returns, so the
 job stops after the round that crossed the cap, within a poll (a round is bounded by max_tokens);
 a job whose last round crossed it ends the same way rather than with its answer
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 
+from store.records import JobRecord
 from toolq.protocol import Usage
-from toolq.store.records import JobRecord
 from toolq.tenants import TenantPolicy, policy_of
 from worker.endings import StopCause
 from worker.state import RunningJob

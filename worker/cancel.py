@@ -11,8 +11,8 @@ import asyncio
 import time
 
 import structlog
-from redis.exceptions import RedisError
 
+from store.errors import RedisError
 from worker.endings import StopCause
 from worker.state import WorkerState
 

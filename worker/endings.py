@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from redis.exceptions import RedisError
-
+from store.durability import NotReplicated
+from store.errors import RedisError
 from toolq.protocol import ErrorCode, FinishReason
-from toolq.store.durability import NotReplicated
 from toolq.tools import UnknownToolError
 from worker.conversation import LoopOutcome
 from worker.generation import ContextLengthExceeded, EngineError
@@ -28,7 +27,7 @@ class StopCause(str, Enum):
     shutdown = "shutdown"  # the worker is stopping: the job is handed back to the queue
     budget_exceeded = "budget_exceeded"  # it passed its per-job token cap (worker/budget.py)
     # Redis failed it: unreachable past the retries, or a write it needed replicated was not
-    # (toolq/store/durability.py). Handed back: an attempt on the primary of now goes on.
+    # (store/durability.py). Handed back: an attempt on the primary of now goes on.
     store_lost = "store_lost"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from store.jobstore import JobStore
 from toolq.payloads import (
     CallDeltaData,
     CancelledData,
@@ -18,7 +19,6 @@ from toolq.payloads import (
     ToolResultData,
 )
 from toolq.protocol import JobResult, JobStatus, ToolCall, Where
-from toolq.store.jobstore import JobStore
 from worker import metrics
 from worker.conversation.state import checkpoint_usage
 from worker.formats.streaming import TurnDelta, TurnReader
@@ -27,7 +27,7 @@ from worker.formats.streaming import TurnDelta, TurnReader
 class EventLog:
     """A checkpoint carries the job's token figures so far, and goes out with them: the store
     counts a round's tokens against its tenant's minute and day budgets with the checkpoint that
-    holds them (toolq/store/lua/emit.lua), not only when the job ends."""
+    holds them (store/lua/emit.lua), not only when the job ends."""
 
     def __init__(self, store: JobStore, job_id: str, attempt: int, *, lease_ms: int):
         self.store = store
@@ -48,7 +48,7 @@ class EventLog:
         return await self.store.emit(self.job_id, data.type, data.to_wire(), attempt=self.attempt, **kw)
 
     async def started(self, *, worker_id: str, model: str, resumed: bool) -> int:
-        # durable (toolq/store/durability.py): once the replicas hold the lease this writes, any
+        # durable (store/durability.py): once the replicas hold the lease this writes, any
         # later write a failover loses is recovered by a takeover when the lease runs out; without
         # it, a job whose arq pick survived but whose start did not would wait queued for ever
         return await self._emit(

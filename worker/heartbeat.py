@@ -11,11 +11,11 @@ import time
 from contextlib import suppress
 
 import structlog
-from redis.exceptions import RedisError
 
+from store import affinity, arq_link, fleet, pauses, quarantine
+from store.errors import RedisError
+from store.fleet import WorkerInfo
 from toolq.protocol import now_ms
-from toolq.store import affinity, arq_link, fleet, pauses, quarantine
-from toolq.store.fleet import WorkerInfo
 from worker.endings import StopCause
 from worker.held import engine_holdings
 from worker.load import report_load
@@ -105,7 +105,7 @@ async def beat(state: WorkerState, tools: tuple[dict, ...], ttl_ms: int) -> None
     claims = await state.leases.claim_expired(state.model, grace_ms=s.lease_ms * 3, max_attempts=s.max_attempts)
     for job_id, attempt, poisoned in claims:
         if poisoned:
-            # its attempts kept losing their worker: ended, never run again (toolq/store/quarantine.py)
+            # its attempts kept losing their worker: ended, never run again (store/quarantine.py)
             if await quarantine.end_lost(state.store, job_id, attempt):
                 log.error("quarantined a job whose workers kept being lost", job_id=job_id, attempt=attempt)
             continue

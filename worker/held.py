@@ -1,10 +1,10 @@
-"""The conversations this worker holds, as it tells the fleet (toolq/store/affinity.py).
+"""The conversations this worker holds, as it tells the fleet (store/affinity.py).
 
 A conversation's KV state lives in the engine's slots, and in its saved-state tiers (host memory
 and disk, worker/engine/tiers/) once its slot is given to another prompt, so the worker holds as
 many conversations as it has slots plus the states its tiers keep: the ones it ran last. It records each
 transcript it ran (a job that ended or paused: its messages, answer and tool results) as its
-conversation-prefix keys (toolq/store/conversation_keys.py), keeps the last ``capacity`` of
+conversation-prefix keys (store/conversation_keys.py), keeps the last ``capacity`` of
 them, and publishes the union of their keys as its held set.
 
 ``engine_holdings`` is the one place that reads what the engine says it can hold: its slots and
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolq.store.affinity import publish_held, update_held
+from store.affinity import publish_held, update_held
 from worker.generation import EngineStats
 
 MAX_KEYS = 8192  # the held set's bound, whatever the engine says it can hold

@@ -11,8 +11,13 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 import structlog
-from redis.exceptions import RedisError
 
+from store.arq_link import RunAgain
+from store.conversation_keys import transcript_keys
+from store.durability import NotReplicated
+from store.errors import RedisError
+from store.jobstore import JobEnded, JobNotFound
+from store.records import JobRecord
 from toolq.payloads import CancelledData, ErrorData, FinalData
 from toolq.protocol import (
     ErrorCode,
@@ -27,11 +32,6 @@ from toolq.protocol import (
     Usage,
     now_ms,
 )
-from toolq.store.arq_link import RunAgain
-from toolq.store.conversation_keys import transcript_keys
-from toolq.store.durability import NotReplicated
-from toolq.store.jobstore import JobEnded, JobNotFound
-from toolq.store.records import JobRecord
 from worker import traces
 from worker.budget import job_token_cap, over_budget, over_budget_message, watch_budget
 from worker.conversation import LoopOutcome, LoopState
@@ -86,7 +86,7 @@ async def _attempt(state: WorkerState, rec: JobRecord, events: EventLog, started
     queue_ms = max(0, started_ms - (rec.created_ms or started_ms)) if attempt == 1 else 0
     loop_state = LoopState.from_checkpoint(checkpoint) if checkpoint else None
     if loop_state is not None and rec.actions:
-        # resumed after a pause: the caller's answers, recorded by toolq/store/lua/answer.lua
+        # resumed after a pause: the caller's answers, recorded by store/lua/answer.lua
         actions = rec.actions
         loop_state.answers = {cid: a["answer"] for cid, a in actions.items() if a.get("answer") is not None}
     if request.stream_tokens:
@@ -231,14 +231,14 @@ async def _carry_out(
 async def _note_outlived(state: WorkerState, running: RunningJob) -> None:
     """This worker lived on past the lease of an attempt that was taken over: its loop stalled
     (or it lost Redis). The renewal is refused, and notes that attempt ``stalled`` in the
-    record's ``attempts`` (toolq/store/lua/renew.lua); the heartbeat's renewal does the same for
+    record's ``attempts`` (store/lua/renew.lua); the heartbeat's renewal does the same for
     an attempt still running when it learns."""
     with suppress(RedisError):
         await state.leases.renew(running.job_id, running.attempt, state.settings.lease_ms)
 
 
 async def _hold(state: WorkerState, request: JobRequest, ls: LoopState) -> None:
-    """Tell the fleet this worker holds the transcript it just ran (toolq/store/affinity.py),
+    """Tell the fleet this worker holds the transcript it just ran (store/affinity.py),
     before the job's ending is published, so the caller's next request can find it."""
     state.held.record(transcript_keys(state.model, request, ls.messages))
     with suppress(RedisError):

@@ -1,4 +1,4 @@
-"""This worker's load as dispatch.lua reads it (toolq/store/affinity.py: a preferred worker that is
+"""This worker's load as dispatch.lua reads it (store/affinity.py: a preferred worker that is
 full gives its jobs up at once). dispatch.lua asks only whether every slot runs a job, so the load
 is written when that answer changes, not at every start and end (three writes a job, the largest
 part of what affinity cost a job in bench/bench_capacity.py); the heartbeat writes it whatever,
@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from contextlib import suppress
 
-from redis.exceptions import RedisError
-
-from toolq.store import affinity
+from store import affinity
+from store.errors import RedisError
 from worker.state import WorkerState
 
 

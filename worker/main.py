@@ -90,20 +90,16 @@ def _check_writable(folder: Path) -> None:
 
 
 def _check_redis(url: str) -> None:
-    import redis
 
-    from toolq.store import redis_urls
+    from store import redis_urls
+    from store.errors import RedisError
 
     try:
-        client = redis_urls.sync_client(url, socket_connect_timeout=5, socket_timeout=5)
+        redis_urls.ping(url, timeout_s=5)
     except redis_urls.BadRedisURL as e:
         raise CommandError(str(e)) from None
-    try:
-        client.ping()
-    except redis.RedisError as e:
+    except RedisError as e:
         raise CommandError(f"cannot reach Redis at {redis_urls.describe(url)}: {e}") from None
-    finally:
-        client.close()
 
 
 def run_worker(overrides: dict[str, Any], *, engine: str = "llama", script: str | None = None) -> int:

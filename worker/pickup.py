@@ -2,9 +2,9 @@
 only module of the house that imports arq (an import-linter contract in pyproject.toml).
 
 arq 0.28 pins ``redis<6`` in its own metadata, so the worker's extra installs redis-py 5 with it;
-the store below (toolq/store/arq_link.py holds arq's stored formats, without importing arq) runs on
+the store below (store/arq_link.py holds arq's stored formats, without importing arq) runs on
 any redis-py 5 to 8, and so do the gateway, the webhook sender and the SDK. What this module
-relies on in arq's internals is listed in toolq/store/arq_link.py and pinned by
+relies on in arq's internals is listed in store/arq_link.py and pinned by
 tests/integration/test_arq_contract.py.
 """
 
@@ -19,10 +19,9 @@ from arq.connections import ArqRedis
 from arq.utils import timestamp_ms
 from arq.worker import Retry as ArqRetry
 from arq.worker import Worker, func
-from redis.exceptions import RedisError
 
-from toolq.store import arq_link, keys
-from toolq.store.scripts import Script
+from store import arq_link, keys
+from store.errors import RedisError
 
 log = structlog.get_logger("toolq.worker")
 
@@ -49,7 +48,7 @@ class WakeableWorker(Worker):
     ``wake_key`` None polls as plain arq does (the benchmarks compare the two); ``own_wake_key``
     is this worker's own list, pushed when a job is offered to it first. ``feed``, given the free
     slots, puts the jobs due next on the queue before each look at it (fair share); ``worker_id``
-    and ``reserved_key`` let the pickup honour affinity's reservations (toolq/store/affinity.py).
+    and ``reserved_key`` let the pickup honour affinity's reservations (store/affinity.py).
     """
 
     def __init__(
@@ -68,31 +67,29 @@ class WakeableWorker(Worker):
         self.feed = feed
         self.worker_id = worker_id
         self.reserved_key = reserved_key
-        self._start: Script | None = None  # toolq/store/lua/arq_start.lua, registered on first use
+        self._taker: arq_link.JobTaker | None = None  # registered on first use
         self._taken = 0  # jobs start_jobs took in this look at the queue
         self._woken = False  # this look was woken by a wake token (BLPOP)
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs in one round trip: take the jobs no worker has in progress (the same
-        check and in-progress mark, toolq/store/lua/arq_start.lua), then run each with arq's run_job."""
+        check and in-progress mark, store/lua/arq_start.lua), then run each with arq's run_job."""
         free = self.max_jobs - self.job_counter
         if free <= 0 or not job_ids:
             return
-        if self._start is None:
-            self._start = Script(self.pool, "arq_start")
-        taken = await self._start(
-            queue=self.queue_name,
-            reserved=self.reserved_key,
-            progress_prefix=arq_link.IN_PROGRESS_KEY_PREFIX,
-            mark_ms=int(self.in_progress_timeout_s * 1000),
-            now_ms=timestamp_ms(),
-            arq_ids="\n".join(j.decode() for j in job_ids),
+        if self._taker is None:
+            self._taker = arq_link.JobTaker(self.pool)
+        taken = await self._taker.take(
+            self.queue_name,
+            job_ids,
             limit=free,
             asking=self.worker_id,
+            reserved=self.reserved_key,
+            mark_ms=int(self.in_progress_timeout_s * 1000),
+            now_ms=timestamp_ms(),
         )
-        self._taken += len(taken) // 2
-        for i in range(0, len(taken), 2):
-            job_id, score = taken[i].decode(), int(float(taken[i + 1]))
+        self._taken += len(taken)
+        for job_id, score in taken:
             await self.sem.acquire()  # free: job_counter was below max_jobs for each of them
             self.job_counter += 1
             task = self.loop.create_task(self.run_job(job_id, score))

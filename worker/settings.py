@@ -108,12 +108,12 @@ class WorkerSettings(BaseSettings):
     lease_ms: int = Field(default=2000, ge=200)
     # A job whose attempts end with a lost worker (its lease ran out: the worker died, or its loop
     # stalled) this many times ends error/worker_lost instead of being taken over again
-    # (toolq/store/lua/claim.lua).
+    # (store/lua/claim.lua).
     max_attempts: int = Field(default=3, ge=1)
     heartbeat_ms: int = Field(default=500, ge=50)
     poll_delay_s: float = Field(default=0.5, gt=0)  # arq's queue poll; wake tokens make pickup immediate
     wake_on_enqueue: bool = True  # off: plain arq polling (benchmarks compare the two)
-    # Fair share (toolq/store/fair.py): before each look at arq's queue, ask dispatch.lua for
+    # Fair share (store/fair.py): before each look at arq's queue, ask dispatch.lua for
     # the jobs due next. Off (with the gateways' TOOLQ_FAIR_SHARE off too): arq's queue alone,
     # one round trip fewer per pickup; jobs left in the waiting sets would not start.
     fair_share: bool = True

@@ -7,10 +7,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from store.arq_link import StalledPickups
+from store.jobstore import JobStore
+from store.leases import Leases
 from toolq.protocol import Usage
-from toolq.store.arq_link import StalledPickups
-from toolq.store.jobstore import JobStore
-from toolq.store.leases import Leases
 from toolq.tools import ToolRegistry
 from worker.conversation import ConversationLoop
 from worker.endings import StopCause

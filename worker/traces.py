@@ -19,8 +19,8 @@ from contextlib import AbstractContextManager, nullcontext
 
 from opentelemetry.trace import Span, get_current_span
 
+from store.records import JobRecord
 from toolq.protocol import JobRequest, Usage
-from toolq.store.records import JobRecord
 from toolq.tools import ToolOutcome
 from toolq.tracing import NO_SPAN, SpanKind, failed, genai, parent_context, record, span
 from toolq.tracing import on as tracing_on

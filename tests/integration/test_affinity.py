@@ -18,10 +18,10 @@ import pytest
 import redis as sync_redis
 
 from gateway.settings import GatewaySettings
+from store import keys
+from store.records import JobRecord
 from tests.integration.gateway_support import CALL_ZORBIX, LiveGateway, private_redis
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.store import keys
-from toolq.store.records import JobRecord
 
 MODEL = "scripted"
 CALL_LOOKUP = '<tool_call>{"name": "lookup", "arguments": {"q": "x"}}</tool_call>'
@@ -108,8 +108,8 @@ def occupy(stack: Stack, worker_id: str) -> str:
     """Fill the worker's only slot for SLOW_TOOL_S: a job offered to it first that runs the slow tool."""
     import asyncio
 
+    from store.jobstore import JobStore
     from toolq.protocol import JobRequest, Message
-    from toolq.store.jobstore import JobStore
 
     async def go() -> str:
         store = JobStore.from_url(stack.url, fair=True, affinity_wait_ms=60_000)

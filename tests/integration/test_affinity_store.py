@@ -1,4 +1,4 @@
-"""Affinity in the store, on a real Redis (toolq/store/affinity.py, lua/dispatch.lua, the pickup in
+"""Affinity in the store, on a real Redis (store/affinity.py, lua/dispatch.lua, the pickup in
 lua/arq_start.lua):
 a job offered to a worker is taken by that worker, left alone by the others while it is live,
 has a free slot and its wait runs, and taken by anyone at once when it is gone or full or once
@@ -12,13 +12,13 @@ import time
 
 import redis as sync_redis
 
+from store import affinity, keys
+from store.conversation_keys import prefix_keys, request_keys, transcript_keys
+from store.fair import FairQueue
+from store.jobstore import JobStore
+from store.scripts import Script
 from tests.integration.gateway_support import register_fake_worker
 from toolq.protocol import FunctionCall, JobRequest, Message, ToolCall
-from toolq.store import affinity, keys
-from toolq.store.conversation_keys import prefix_keys, request_keys, transcript_keys
-from toolq.store.fair import FairQueue
-from toolq.store.jobstore import JobStore
-from toolq.store.scripts import Script
 
 MODEL = "m"
 
@@ -37,7 +37,7 @@ async def setup(redis_url: str, wait_ms: int, *workers: str) -> tuple[JobStore, 
 
 
 async def pickup(store: JobStore, worker: str, arq_ids: list[str]) -> list[str]:
-    """What the worker's look at arq's queue takes of ``arq_ids`` (toolq/store/lua/arq_start.lua)."""
+    """What the worker's look at arq's queue takes of ``arq_ids`` (store/lua/arq_start.lua)."""
     taken = await Script(store.redis, "arq_start")(
         queue=keys.queue(MODEL),
         reserved=keys.affinity_reserved(MODEL),

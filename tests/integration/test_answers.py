@@ -1,5 +1,5 @@
-"""Answers to a paused job against a real Redis (toolq/store/lua/answer.lua through JobStore.answer_actions),
-cancel of a paused job, and the action deadline (toolq/store/pauses.py). Every refusal leaves the record,
+"""Answers to a paused job against a real Redis (store/lua/answer.lua through JobStore.answer_actions),
+cancel of a paused job, and the action deadline (store/pauses.py). Every refusal leaves the record,
 the stream and the queue exactly as they were."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import asyncio
 
 import pytest
 
+from store import arq_link, keys, pauses
+from store.jobstore import JobNotFound, JobStore
 from tests.support.pauses import paused_job, pending
 from toolq import errors
 from toolq.protocol import ErrorCode, EventType, JobRequest, JobStatus, Message, now_ms
-from toolq.store import arq_link, keys, pauses
-from toolq.store.jobstore import JobNotFound, JobStore
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""What toolq/store/arq_link.py and worker/pickup.py rely on in arq, checked against the installed arq
+"""What store/arq_link.py and worker/pickup.py rely on in arq, checked against the installed arq
 over a real Redis.
 
 If an arq release changes the job's stored format (which arq_link writes by its own code, without
@@ -21,11 +21,11 @@ from arq.jobs import Job, deserialize_job, serialize_job
 from arq.jobs import JobStatus as ArqJobStatus
 from arq.worker import Worker, func
 
+from store import arq_link, keys
+from store.fair import FairQueue
+from store.jobstore import JobStore
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import EventType, JobRequest, Message
-from toolq.store import arq_link, keys
-from toolq.store.fair import FairQueue
-from toolq.store.jobstore import JobStore
 from worker.pickup import WakeableWorker, arq_client, make_worker
 
 
@@ -133,7 +133,7 @@ async def test_arqs_own_worker_runs_a_job_toolq_submitted(store, redis_url):
 
 
 async def test_a_fair_job_is_stored_as_arq_stores_it_and_queued_only_when_dispatched(redis_url, arq):
-    """Fair share (toolq/store/fair.py) writes arq's job key at submit and adds the arq id to arq's
+    """Fair share (store/fair.py) writes arq's job key at submit and adds the arq id to arq's
     queue at dispatch: arq's own worker then runs it like any job it enqueued."""
     fair = JobStore.from_url(redis_url, fair=True)
     try:
@@ -183,7 +183,7 @@ def test_the_poll_hook_toolq_overrides_is_arqs():
         assert hasattr(worker, attr), attr
     assert (worker.queue_name, worker.health_check_key, worker.max_jobs) == (keys.queue("m"), keys.health("w1"), 2)
     assert worker.wake_key == keys.wake("m")
-    # the in-progress mark a pickup sets, which toolq/store/lua/unstall.lua reads the age of
+    # the in-progress mark a pickup sets, which store/lua/unstall.lua reads the age of
     assert int(worker.in_progress_timeout_s * 1000) == arq_link.in_progress_mark_ms(60)
     assert "psetex(in_progress_key, int(self.in_progress_timeout_s * 1000)" in inspect.getsource(Worker.start_jobs)
 

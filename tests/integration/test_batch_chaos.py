@@ -11,9 +11,9 @@ import time
 import openai
 import redis
 
+from store import keys
 from tests.support.gateways import GatewayProcess
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.store import keys
 
 LINES = 2000
 KEY = "chaos-key"

@@ -13,11 +13,11 @@ import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
+from store import keys
+from store.jobstore import JobEnded, JobStore
+from store.scripts import Script
 from tests.support.redis_cluster import RedisCluster as ClusterServers
 from toolq.protocol import EventType, JobStatus, new_job_id
-from toolq.store import keys
-from toolq.store.jobstore import JobEnded, JobStore
-from toolq.store.scripts import Script
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from toolq.store.durability import Durability
+from store.durability import Durability
+from store.journal import Journal
 from toolq.tools import CallContext, ToolRegistry, current_call
-from toolq.tools.journal import Journal
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
+from store import keys
+from store.event_hub import EventHub
+from store.jobstore import JobStore
 from tests.integration.gateway_support import private_redis
 from tests.support.redis_server import RedisServer
 from toolq.errors import EventsGone
 from toolq.protocol import Event, EventType, JobRequest, JobResult, JobStatus, Message
-from toolq.store import keys
-from toolq.store.event_hub import EventHub
-from toolq.store.jobstore import JobStore
 
 
 def _request() -> JobRequest:

@@ -17,10 +17,10 @@ import httpx
 import redis as sync_redis
 
 from gateway.settings import GatewaySettings
+from store import keys
 from tests.integration.gateway_support import asgi_client, register_fake_worker
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import JobRequest, Message
-from toolq.store import keys
 
 MODEL = "scripted"
 

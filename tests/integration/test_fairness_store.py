@@ -1,4 +1,4 @@
-"""The fair choice of the next job (toolq/store/fair.py, dispatch.lua) over a real Redis, without
+"""The fair choice of the next job (store/fair.py, dispatch.lua) over a real Redis, without
 workers: shares by weight, the idle rule, priorities, running caps, cancel while waiting, the
 queue-depth limit and usage counted once. tests/integration/test_fairness.py runs the same
 promises through real worker processes and gateways."""
@@ -9,13 +9,13 @@ from collections import Counter
 
 import pytest
 
+from store import keys
+from store.admission import QueueBounds, TenantQueueAtLimit
+from store.fair import FairQueue
+from store.jobstore import JobEnded, JobStore, QueueAtLimit
+from store.threads import ThreadStore
+from store.usage import read_usage
 from toolq.protocol import EventType, JobRequest, JobResult, JobStatus, Message, Usage
-from toolq.store import keys
-from toolq.store.admission import QueueBounds, TenantQueueAtLimit
-from toolq.store.fair import FairQueue
-from toolq.store.jobstore import JobEnded, JobStore, QueueAtLimit
-from toolq.store.threads import ThreadStore
-from toolq.store.usage import read_usage
 from toolq.tenants import TenantPolicy
 
 MODEL = "m"

@@ -14,11 +14,11 @@ import pytest
 import redis
 
 from gateway.settings import GatewaySettings
+from store import keys
+from store.event_hub import EventHub
+from store.jobstore import JobStore
 from tests.integration.gateway_support import LiveGateway, private_redis, register_fake_worker, wait_for
 from toolq.protocol import EventType, JobResult, JobStatus
-from toolq.store import keys
-from toolq.store.event_hub import EventHub
-from toolq.store.jobstore import JobStore
 
 MODEL = "idle"  # a fleet entry only: its jobs stay queued until the test writes their events
 

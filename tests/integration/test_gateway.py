@@ -12,6 +12,7 @@ import redis
 
 from gateway.auth import KeyRing
 from gateway.settings import GatewaySettings
+from store import keys
 from tests.integration.gateway_support import (
     ZORBIX_RULES,
     LiveGateway,
@@ -21,7 +22,6 @@ from tests.integration.gateway_support import (
     wait_for,
 )
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.store import keys
 
 USER = {"role": "user", "content": "Calculate the zorbix of 15 and 7"}
 JOB = {"messages": [USER]}
@@ -453,7 +453,7 @@ async def test_cancel_a_queued_job(settings, redis_url):
 
 
 async def test_a_submission_no_replica_confirms_is_a_503_and_its_retry_finds_the_same_job(redis_url, monkeypatch):
-    # toolq/store/durability.py: this Redis has no replica, so WAIT 1 always comes back short
+    # store/durability.py: this Redis has no replica, so WAIT 1 always comes back short
     monkeypatch.setenv("TOOLQ_REDIS_WAIT_REPLICAS", "1")
     monkeypatch.setenv("TOOLQ_REDIS_WAIT_TIMEOUT_MS", "50")
     register_fake_worker(redis_url, "alpha", ["say"])

@@ -14,13 +14,14 @@ from hypothesis import HealthCheck, settings
 from gateway.app import create_app
 from gateway.openai.errors import PREFIXES as OPENAI_PREFIXES
 from gateway.settings import GatewaySettings
+from store import keys
+from store.deliveries import Deliveries
+from store.jobstore import JobStore
 from tests.integration.gateway_support import LiveGateway, private_redis
 from tests.support.pauses import paused_job, pending
 from tests.support.workers import WorkerProcess, write_rules
+from toolq.deliveries import Attempt
 from toolq.protocol import JobRequest, Message, now_ms
-from toolq.store import keys
-from toolq.store.deliveries import Attempt, Deliveries
-from toolq.store.jobstore import JobStore
 from toolq.webhooks import new_secret
 
 KEY = "fuzz-key"

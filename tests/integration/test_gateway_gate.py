@@ -15,8 +15,8 @@ import redis
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
+from store import keys
 from tests.integration.gateway_support import LiveGateway, asgi_client, register_fake_worker
-from toolq.store import keys
 
 JOB = {"messages": [{"role": "user", "content": "hi"}]}
 MODEL = "alpha"

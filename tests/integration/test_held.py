@@ -10,8 +10,8 @@ from collections.abc import Callable
 import redis as sync_redis
 import redis.asyncio as aioredis
 
+from store import keys
 from toolq.local import free_port
-from toolq.store import keys
 from worker.held import HeldConversations
 
 WORKER = "w1"

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
+from store import keys
+from store.jobstore import JobEnded, JobNotFound, JobStore
+from store.leases import Leases
 from toolq.protocol import EventType, JobRequest, JobResult, JobStatus, Message
-from toolq.store import keys
-from toolq.store.jobstore import JobEnded, JobNotFound, JobStore
-from toolq.store.leases import Leases
 
 
 def _request(**kw) -> JobRequest:
@@ -149,9 +149,9 @@ async def test_after_a_redis_restart_leases_from_before_it_are_left_to_their_wor
 
 async def test_the_record_codec_gives_back_every_hash_the_scripts_write(store):
     """submit, emit, pause, answer and the terminal event each write the hash; JobRecord reads each
-    state and gives it back field for field (toolq/store/records.py)."""
+    state and gives it back field for field (store/records.py)."""
+    from store.records import JobRecord
     from tests.support.pauses import paused_job, pending
-    from toolq.store.records import JobRecord
 
     async def round_trips(job_id: str) -> JobRecord:
         raw = await store.redis.hgetall(keys.job(job_id))

@@ -9,6 +9,8 @@ a gateway and a scripted worker from this checkout's environment.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,8 +26,23 @@ MAX_PACKAGES = 14  # issue 29: the light client, toolq included
 SERVER_MODULES = (
     "arq", "redis", "msgpack", "jinja2", "rich", "structlog", "jsonschema", "llama_cpp", "fastapi",
     "starlette", "uvicorn", "pydantic_settings", "opentelemetry", "docstring_parser",
-    "worker", "gateway", "webhooks", "toolq.store.jobstore", "toolq.tools", "toolq.services",
+    "worker", "gateway", "webhooks", "store", "toolq.tools", "toolq.services",
 )  # fmt: skip
+
+
+def _store_loaded_by(code: str) -> list[str]:
+    """The store's modules that a fresh interpreter of this checkout has loaded after ``code``."""
+    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    return [m for m in json.loads(out.stdout.splitlines()[-1]) if m == "store" or m.startswith("store.")]
+
+
+def test_import_toolq_loads_nothing_of_the_store_even_beside_it():
+    # this checkout's environment has every extra installed, so only the imports keep the store out
+    assert _store_loaded_by("import toolq") == []
+    assert _store_loaded_by("import toolq.client.webhooks, toolq.deliveries") == []
+    # the SDK's Redis mode is the store's client: it loads it when asked for, not before
+    assert "store.jobstore" in _store_loaded_by("import toolq; toolq.Client(redis_url='redis://127.0.0.1:1')")
 
 
 @pytest.fixture(scope="module")

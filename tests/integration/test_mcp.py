@@ -13,13 +13,13 @@ import time
 
 import pytest
 
+from store import keys
+from store.jobstore import JobStore
 from tests.support.mcp import HttpServer, stdio_server
 from tests.support.services import ServiceProcess
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.mcp import parse_servers
 from toolq.protocol import EventType, JobRequest, Message
-from toolq.store import keys
-from toolq.store.jobstore import JobStore
 from worker.sources.mcp import McpSource
 from worker.toolbox import ToolResolver
 

@@ -1,4 +1,4 @@
-"""One door for every submission (toolq/store/admission.py, gateway/submission.py: admit): a job
+"""One door for every submission (store/admission.py, gateway/submission.py: admit): a job
 posted through each door (POST /v1/jobs, chat completions, responses, a conversation's response,
 a thread run, the SDK's Redis mode) gets the same refusals, from a real gateway app over real
 Redis. The queue bounds are enforced in the store's scripts, so a door that skipped its own
@@ -14,13 +14,13 @@ import pytest
 import redis.asyncio as aredis
 
 from gateway.settings import GatewaySettings
+from store import keys
+from store.usage import MINUTE_MS
 from tests.integration.gateway_support import asgi_client, register_fake_worker
 from toolq import errors
 from toolq.client.redis_transport import DIRECT_TENANT, RedisTransport
 from toolq.protocol import JobRequest
 from toolq.settings import AdmissionSettings
-from toolq.store import keys
-from toolq.store.usage import MINUTE_MS
 from toolq.tenants import TenantPolicy
 from toolq.webhook_settings import WebhookSettings
 

@@ -14,10 +14,10 @@ import pytest
 import redis
 
 from gateway.settings import GatewaySettings
+from store import keys
 from tests.integration.gateway_support import CALL_ZORBIX, LiveGateway, private_redis
 from tests.support.workers import WorkerProcess, write_rules
 from tests.support.zorbix import ZORBIX
-from toolq.store import keys
 
 KEY = "oa-key"
 RULES = [

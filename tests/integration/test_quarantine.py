@@ -1,4 +1,4 @@
-"""Poison jobs are quarantined (issue 34): the takeover in toolq/store/lua/claim.lua bounds the
+"""Poison jobs are quarantined (issue 34): the takeover in store/lua/claim.lua bounds the
 attempts that lose their worker, over real Redis, then with real worker processes that a poison
 tool kills or stalls (tests/support/poison_tools.py)."""
 
@@ -11,13 +11,13 @@ import time
 import pytest
 import redis as sync_redis
 
+from store import keys, quarantine
+from store.deliveries import Deliveries
+from store.jobstore import JobStore
+from store.leases import Claim, Leases
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.payloads import ErrorData
 from toolq.protocol import EventType, JobRequest, JobStatus, Message, Webhook
-from toolq.store import keys, quarantine
-from toolq.store.deliveries import Deliveries
-from toolq.store.jobstore import JobStore
-from toolq.store.leases import Claim, Leases
 
 
 def _request(**kw) -> JobRequest:

@@ -10,9 +10,9 @@ import pytest
 import redis
 
 from gateway.settings import GatewaySettings
+from store import keys
 from tests.integration.gateway_support import asgi_client, register_fake_worker
 from tests.support.redis_server import RedisServer
-from toolq.store import keys
 
 MODEL = "alpha"
 BIG = "x" * 16_000  # each job holds this twice or so (its record and its arq payload)

@@ -19,13 +19,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from store import keys, redis_urls
+from store.arq_link import connect
+from store.durability import Durability, NotReplicated
+from store.jobstore import JobStore
+from store.scripts import Script
 from tests.support.sentinel_set import SentinelSet
 from toolq.protocol import EventType, JobRequest, Message
-from toolq.store import keys, redis_urls
-from toolq.store.arq_link import connect
-from toolq.store.durability import Durability, NotReplicated
-from toolq.store.jobstore import JobStore
-from toolq.store.scripts import Script
 
 pytestmark = pytest.mark.timeout(180)
 

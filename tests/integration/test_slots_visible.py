@@ -9,12 +9,12 @@ import time
 import redis
 
 from gateway.settings import GatewaySettings
+from store import keys
+from store.fleet import WorkerInfo
+from store.jobstore import JobStore
 from tests.integration.gateway_support import asgi_client, wait_for
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import EventType, JobRequest, Message
-from toolq.store import keys
-from toolq.store.fleet import WorkerInfo
-from toolq.store.jobstore import JobStore
 
 
 def test_the_fleet_entry_shows_slots_and_engine_rates(redis_url):

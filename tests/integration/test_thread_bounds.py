@@ -1,4 +1,4 @@
-"""What threads may keep in Redis (toolq/store/threads.py: ThreadLimits): a default TTL, a cap on
+"""What threads may keep in Redis (store/threads.py: ThreadLimits): a default TTL, a cap on
 each tenant's threads and on each thread's messages, answered with a 422 naming the cap through
 /v1/threads and the Conversations API, over a real gateway app and Redis."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import redis
 
 from gateway.settings import GatewaySettings
+from store import keys
 from tests.integration.gateway_support import asgi_client, register_fake_worker
-from toolq.store import keys
 from toolq.tenants import TenantPolicy
 
 MODEL = "alpha"

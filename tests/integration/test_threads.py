@@ -14,9 +14,9 @@ import pytest
 import redis
 
 from gateway.settings import GatewaySettings
+from store import keys
 from tests.integration.gateway_support import CALL_ZORBIX, LiveGateway, private_redis
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.store import keys
 
 KEYS = {"t-key": "acme", "o-key": "globex"}
 END = r"\s*<\|im_end\|>\s*<\|im_start\|>assistant\s*\Z"  # the prompt's end: the last message decides

@@ -18,14 +18,14 @@ import redis
 import redis.asyncio as aredis
 
 from gateway.settings import GatewaySettings
+from store import keys
+from store.scripts import Script
 from tests.integration.gateway_support import asgi_client, wait_for
 from tests.integration.test_gateway import sse_events
 from tests.support.services import REPO, ServiceProcess
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.services import ServiceCaller, ServiceFleetView, read_services
 from toolq.services.calls import RESULT_TTL_MS
-from toolq.store import keys
-from toolq.store.scripts import Script
 
 CALL_GLORP = '<tool_call>{"name": "convert_glorp", "arguments": {"glorp": 6, "blap": 7}}</tool_call>'
 CALL_SLOW = '<tool_call>{"name": "slow_glorp", "arguments": {"glorp": 3, "seconds": 2.5}}</tool_call>'

@@ -178,8 +178,8 @@ async def test_the_sdk_carries_its_callers_span_in_both_modes(traced, redis_url)
     carries it, and the worker's spans continue it."""
     from opentelemetry import trace as otel
 
+    from store import keys
     from toolq import Client
-    from toolq.store import keys
 
     receiver, gateway, _, _ = traced
     r = redis_lib.Redis.from_url(redis_url)

@@ -1,6 +1,6 @@
 """The dashboard's JSON endpoints (/ui/api, gateway/ui/api.py) and sign-in (gateway/ui/session.py)
 against a real Redis: sessions, tenants and operators, bad input and other tenants' ids (4xx,
-never 5xx, nothing leaked), and the recent-jobs index they list from (toolq/store/job_index.py).
+never 5xx, nothing leaked), and the recent-jobs index they list from (store/job_index.py).
 Jobs are submitted through /v1/jobs to a registry entry with no worker behind it, so they stay
 queued; paused jobs are made in Redis as a worker leaves them (tests/support/pauses.py)."""
 
@@ -10,12 +10,12 @@ import pytest
 
 from gateway.settings import GatewaySettings
 from gateway.ui.session import COOKIE
+from store import job_index, keys, quarantine
+from store.jobstore import JobStore
+from store.leases import Leases
 from tests.integration.gateway_support import asgi_client, register_fake_worker
 from tests.support.pauses import paused_job, pending
 from toolq.protocol import EventType, JobRequest, JobStatus
-from toolq.store import job_index, keys, quarantine
-from toolq.store.jobstore import JobStore
-from toolq.store.leases import Leases
 
 A, B, OP = "key-a", "key-b", "key-operator"
 JOB = {"messages": [{"role": "user", "content": "hi"}]}
@@ -184,7 +184,7 @@ async def test_filters_search_and_the_job_detail(http):
 
 
 async def test_quarantined_jobs_are_marked_filtered_and_counted(http, store):
-    """A job whose attempts kept losing their worker (toolq/store/lua/claim.lua) wears its mark in
+    """A job whose attempts kept losing their worker (store/lua/claim.lua) wears its mark in
     the list, the `quarantined` filter finds it, and /metrics counts it per model."""
     poisoned, healthy = await submit(http, A), await submit(http, A)
     await store.emit(

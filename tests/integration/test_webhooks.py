@@ -17,6 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from store import keys
+from store.deliveries import Deliveries
+from store.jobstore import JobStore
 from tests.integration.gateway_support import LiveGateway, private_redis
 from tests.integration.gateway_support import wait_for as eventually
 from tests.support.processes import REPO, ToolqProcess
@@ -24,9 +27,6 @@ from tests.support.workers import WorkerProcess, write_rules
 from toolq import SyncClient
 from toolq.local import free_port
 from toolq.protocol import EventType, JobRequest, JobStatus, Message, Webhook, now_ms
-from toolq.store import keys
-from toolq.store.deliveries import Deliveries
-from toolq.store.jobstore import JobStore
 from toolq.webhooks import new_secret
 
 NEW, OLD = new_secret(), new_secret()  # a rotation in progress: every delivery carries both signatures
@@ -375,7 +375,7 @@ async def test_the_sender_checks_the_address_again_at_delivery(redis_url):
 async def test_an_attempt_connects_to_the_address_it_checked(receiver):
     """DNS rebinding: the name is resolved once, checked, and the connection goes to that address
     (with the URL's Host), even if the name would resolve elsewhere a moment later."""
-    from toolq.store.deliveries import Delivery
+    from toolq.deliveries import Delivery
     from webhooks.attempt import attempt
 
     answers = [["127.0.0.1"], ["10.9.9.9"]]

@@ -12,11 +12,11 @@ from contextlib import asynccontextmanager
 import pytest
 import redis as sync_redis
 
+from store import arq_link, keys
+from store.jobstore import JobEnded, JobStore
+from store.leases import Leases
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.protocol import EventType, JobRequest, JobStatus, Message
-from toolq.store import arq_link, keys
-from toolq.store.jobstore import JobEnded, JobStore
-from toolq.store.leases import Leases
 from worker.app import create_worker
 from worker.scripted import Rule, ScriptedEngine
 from worker.settings import WorkerSettings

@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 from redis.exceptions import RedisError
 
-from toolq.store import keys, redis_urls
+from store import keys, redis_urls
 from toolq.tools import tool
 
 RAN_PREFIX = "chaos:ran:"  # + marker: how many times the call ran

@@ -11,7 +11,7 @@ from types import TracebackType
 
 import redis.asyncio as aioredis
 
-from toolq.store import keys
+from store import keys
 
 TERMINAL = ("final", "error", "cancelled")
 

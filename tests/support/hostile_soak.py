@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 import httpx
 import redis
 
+from store import keys
 from tests.support.gateways import GatewayProcess
 from tests.support.hostile_requests import HOSTILE, Outcome, job_end
 from tests.support.workers import WorkerProcess
-from toolq.store import keys
 
 KEYS = {"ka": "a", "kb": "b"}
 HEARTBEAT_MS = 250

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from toolq.store import redis_urls
+from store import redis_urls
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from store import keys
 from tests.support.processes import REPO, ToolqProcess
-from toolq.store import keys
 
 __all__ = ["REPO", "ServiceProcess"]
 

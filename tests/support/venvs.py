@@ -20,7 +20,7 @@ __all__ = ["PIP_TIMEOUT_S", "ScratchVenv", "checkout_copy"]
 
 PIP_TIMEOUT_S = 420  # a cold pip cache on a loaded machine; a warm one takes seconds
 # what a wheel of toolq is built from (pyproject.toml: [tool.setuptools])
-_PROJECT = ("pyproject.toml", "README.md", "toolq", "worker", "gateway", "webhooks")
+_PROJECT = ("pyproject.toml", "README.md", "toolq", "store", "worker", "gateway", "webhooks")
 # the venv's own tools, not what the project installs
 _TOOLING = {"pip", "setuptools", "wheel"}
 

@@ -6,8 +6,8 @@ import json
 import sys
 import tempfile
 
+from store import keys
 from tests.support.processes import REPO, ToolqProcess
-from toolq.store import keys
 
 __all__ = ["REPO", "WorkerProcess", "write_rules"]
 

@@ -19,13 +19,13 @@ import httpx
 import pytest
 
 from gateway.settings import GatewaySettings
+from store import quarantine
+from store.jobstore import JobStore
+from store.leases import Leases
 from tests.integration.gateway_support import CALL_ZORBIX, private_redis, served
 from tests.support.browser import LAPTOP, PHONE, chromium_path, screenshot_dir, signed_in, submit
 from tests.support.workers import REPO, write_rules
 from toolq.protocol import EventType, JobRequest, JobStatus
-from toolq.store import quarantine
-from toolq.store.jobstore import JobStore
-from toolq.store.leases import Leases
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -245,7 +245,7 @@ def test_the_sign_in_page_refuses_a_wrong_key(browser, gateway, shots):
 
 
 def test_a_quarantined_job_wears_its_badge_and_the_filter_finds_it(browser, stack, shots):
-    """A job whose attempts kept losing their worker (toolq/store/lua/claim.lua), made in Redis as
+    """A job whose attempts kept losing their worker (store/lua/claim.lua), made in Redis as
     the takeover leaves it, on a model no worker serves so that nothing else runs it."""
     gateway, redis_url = stack
 

@@ -21,10 +21,10 @@ import yaml
 
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
+from store import keys
 from toolq.api import ModelView
 from toolq.commands.cli import build_parser
 from toolq.settings import RedisSettings
-from toolq.store import keys
 from toolq.testing import images
 from webhooks.settings import SenderSettings
 from worker.settings import WorkerSettings
@@ -314,7 +314,7 @@ def test_k8s_gpu_worker_takes_one_gpu_and_checks_its_fleet_entry():
     assert_settings_env(env_of(c), WorkerSettings)
     assert env_of(c)["TOOLQ_MODEL_PATH"].startswith(c["volumeMounts"][0]["mountPath"] + "/")
     for probe in ("startupProbe", "livenessProbe"):
-        assert "toolq.store.fleet import healthcheck" in c[probe]["exec"]["command"][2]
+        assert "store.fleet import healthcheck" in c[probe]["exec"]["command"][2]
     claim = spec["volumes"][0]["persistentVolumeClaim"]["claimName"]
     assert ("PersistentVolumeClaim", claim) in m
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from store.jobstore import _event_parts
 from toolq.payloads import MODELS, FinalData, RequiresActionData, TokenData, ToolCallData, payload
 from toolq.protocol import Event, EventType
-from toolq.store.jobstore import _event_parts
 
 RECORDED = [line for line in (Path(__file__).parent / "recorded_events.jsonl").read_text().splitlines() if line]
 

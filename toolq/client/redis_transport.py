@@ -4,7 +4,7 @@ view the gateway uses (no gateway hop, no key). Store errors become the SDK's in
 
 A submission here passes every check that needs only Redis and the settings, read from the same
 variables as the gateway's: the queue bounds and the tenant's ``max_queued`` / ``max_running``
-(``TOOLQ_MAX_QUEUE_DEPTH``, ``TOOLQ_TENANTS``; the store applies them, toolq/store/admission.py),
+(``TOOLQ_MAX_QUEUE_DEPTH``, ``TOOLQ_TENANTS``; the store applies them, store/admission.py),
 the tenant's token budgets (toolq/budgets.py) and the webhook check and default
 (``TOOLQ_WEBHOOK_*``: toolq/webhook_target.py). What it cannot check: API keys (its tenant is
 always ``DIRECT_TENANT``) and the gateway's request caps (``TOOLQ_MAX_MESSAGES``,
@@ -19,19 +19,17 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
+from store.admission import QueueBounds
+from store.durability import NotReplicated
+from store.errors import RedisConnectionError, RedisTimeoutError
+from store.fleet import read_fleet
+from store.jobstore import JobNotFound, JobStore, NotSubmitted, QueueAtLimit
 from toolq import errors
 from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.budgets import budget_refusal
 from toolq.client.transport import Retryable, StreamEnded, caller_trace
 from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
 from toolq.settings import AdmissionSettings
-from toolq.store.admission import QueueBounds
-from toolq.store.durability import NotReplicated
-from toolq.store.fleet import read_fleet
-from toolq.store.jobstore import JobNotFound, JobStore, NotSubmitted, QueueAtLimit
 from toolq.webhook_settings import WebhookSettings
 from toolq.webhook_target import settle_webhook
 
@@ -66,8 +64,8 @@ class RedisTransport:
     ):
         admission = admission or AdmissionSettings()
         self.webhooks = webhooks or WebhookSettings()
-        # a job submitted here takes the same fair turn (toolq/store/fair.py) and passes the same
-        # queue bounds (toolq/store/admission.py) as one through a gateway
+        # a job submitted here takes the same fair turn (store/fair.py) and passes the same
+        # queue bounds (store/admission.py) as one through a gateway
         self.store = JobStore.from_url(
             redis_url, fair=True, bounds=QueueBounds(admission.max_queue_depth, admission.tenants)
         )

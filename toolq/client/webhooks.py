@@ -8,7 +8,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from toolq.client.gateway_only import GatewayCalls
-from toolq.store.deliveries import Delivery
+from toolq.deliveries import Delivery
 
 T = TypeVar("T")
 

@@ -17,19 +17,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import ExitStack
-from typing import cast
 
 import httpx
-import redis
 from rich.console import Console
 
+from store.fleet import registered_workers
 from toolq.errors import CommandError
 from toolq.local import free_port, redis_answers
 from toolq.protocol import EventType, JobRequest, Message
 from toolq.settings import RedisSettings
-from toolq.store import keys, redis_urls
 
 console = Console(highlight=False)
 
@@ -85,10 +83,6 @@ def _spawn(stack: ExitStack, args: list[str], name: str, env: dict[str, str]) ->
     return proc, log.name
 
 
-def _workers(r: redis.Redis) -> set[bytes]:
-    return set(cast(Iterable[bytes], r.smembers(keys.WORKERS)))  # a sync client: a set, not an awaitable
-
-
 def run_demo(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         url = args.redis or RedisSettings().redis_url
@@ -99,8 +93,7 @@ def run_demo(args: argparse.Namespace) -> int:
         else:
             console.print(f"[dim]using Redis at {url}[/dim]")
         env = {**os.environ, "TOOLQ_REDIS_URL": url}
-        r = redis_urls.sync_client(url)
-        before = _workers(r)
+        before = registered_workers(url)
 
         gpu = [] if args.gpu is None else ["--gpu", str(args.gpu)]
         started = time.monotonic()
@@ -108,7 +101,7 @@ def run_demo(args: argparse.Namespace) -> int:
         where = f" on GPU {args.gpu}" if gpu else ""
         console.print(f"[dim]starting a worker on the bundled SmolLM2 model{where}…[/dim]")
         _wait(
-            lambda: any(r.exists(keys.worker(w.decode())) for w in _workers(r) - before),
+            lambda: bool(registered_workers(url) - before),
             120,
             "the worker did not come up",
             worker,

@@ -35,10 +35,10 @@ def register(subparsers: Any) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:  # the tool package and the store: the light client (pyproject.toml) has neither
+        from store import redis_urls
         from toolq.logs import configure_logging
         from toolq.services.service import serve
         from toolq.settings import RedisSettings
-        from toolq.store import redis_urls
         from toolq.tools import ToolLoadError, ToolRegistry, load_tool_modules
     except ImportError as e:
         raise CommandError(f"tools serve needs the tools extra ({e}): pip install 'toolq[tools]'") from None

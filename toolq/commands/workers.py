@@ -1,4 +1,4 @@
-"""`toolq workers`: the live workers of every model, with their caches (toolq/store/affinity.py),
+"""`toolq workers`: the live workers of every model, with their caches (store/affinity.py),
 as the gateway's /v1/models shows them. Built into `toolq`, like `toolq threads`."""
 
 from __future__ import annotations

@@ -12,12 +12,10 @@ import json
 import time
 from typing import Any
 
-from redis.exceptions import RedisError
-
+from store.errors import RedisError
+from store.services import ServiceFleetView
+from store.tool_calls import CallSender
 from toolq.services.calls import decode_outcome
-from toolq.store import keys
-from toolq.store.scripts import Script
-from toolq.store.services import ServiceFleetView
 from toolq.tools import ToolOutcome
 from toolq.tracing import current_carrier
 
@@ -30,9 +28,8 @@ TRANSIT_S = 1.0
 
 class ServiceCaller:
     def __init__(self, redis: Any, services: ServiceFleetView | None = None):
-        self.redis = redis
         self.services = services or ServiceFleetView(redis)
-        self._send = Script(redis, "service_call")
+        self.sender = CallSender(redis)
 
     async def call(self, tool: str, call_id: str, arguments: dict[str, Any], timeout_s: float) -> ToolOutcome:
         """Run ``tool`` on a live instance. Never raises but asyncio.CancelledError: no live
@@ -46,20 +43,18 @@ class ServiceCaller:
             if not (await self.services.get()).serves(tool):
                 return failed(f"no live tool service serves {tool!r}; the call was not sent")
             trace = current_carrier()  # the caller's span, continued by the service (toolq/services/service.py)
-            stored = await self._send(
-                calls=keys.tool_calls(tool),
-                result=keys.tool_result(tool, call_id),
-                call_id=call_id,
-                arguments=json.dumps(arguments, ensure_ascii=False, separators=(",", ":")),
-                timeout_ms=int(timeout_s * 1000),
+            stored = await self.sender.send(
+                tool,
+                call_id,
+                json.dumps(arguments, ensure_ascii=False, separators=(",", ":")),
+                int(timeout_s * 1000),
                 traceparent=trace.traceparent if trace else None,
                 tracestate=trace.tracestate if trace else None,
             )
             if stored is None:
-                got = await self.redis.blpop([keys.tool_reply(tool, call_id)], timeout=timeout_s + TRANSIT_S)
-                if got is None:
+                stored = await self.sender.reply(tool, call_id, timeout_s + TRANSIT_S)
+                if stored is None:
                     return failed(f"tool service {tool!r} did not answer within {timeout_s:g} s")
-                stored = got[1]
         except RedisError as e:
             return failed(f"tool service {tool!r} could not be reached: {type(e).__name__}: {e}")
         return decode_outcome(tool, stored, (time.perf_counter() - started) * 1000)

@@ -3,8 +3,8 @@ outcome posted back. Both sides read and write them only through this module.
 
 Delivery is at-least-once with the call id as the idempotency key: a call whose instance died is
 claimed by another after a lease and may run again, but only the first result posted for a call
-id is accepted (toolq/store/lua/service_result.lua), and a caller that sends a call id again gets that
-result back instead of a second run (toolq/store/lua/service_call.lua).
+id is accepted (store/lua/service_result.lua), and a caller that sends a call id again gets that
+result back instead of a second run (store/lua/service_call.lua).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ __all__ = ["MAX_RESULT_CHARS", "RESULT_TTL_MS", "ServiceCall", "decode_outcome",
 # model is told so. 64 Ki characters is far more than a small model's context holds anyway.
 MAX_RESULT_CHARS = 64 * 1024
 RESULT_TTL_MS = 3600 * 1000  # how long an accepted result answers a call id sent again
-_TRACE = ("traceparent", "tracestate")  # optional fields of a call (toolq/store/lua/service_call.lua)
+_TRACE = ("traceparent", "tracestate")  # optional fields of a call (store/lua/service_call.lua)
 
 
 @dataclass(frozen=True)

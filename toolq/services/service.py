@@ -1,10 +1,10 @@
 """``ToolService``: serve the ``@tool`` functions of a process to every worker, over Redis.
 
-An instance registers its tools in Redis with a heartbeat (``toolq/store/services.py``), reads
+An instance registers its tools in Redis with a heartbeat (``store/services.py``), reads
 the calls of each tool from the tool's stream as one consumer of a consumer group (so several
 instances share the load), runs each with its registry's ``check`` and ``run`` (validation,
 timeouts, the thread cap), posts the result and acknowledges the call in one script
-(``toolq/store/lua/service_result.lua``). While a call runs its lease is renewed; a call left pending by
+(``store/lua/service_result.lua``). While a call runs its lease is renewed; a call left pending by
 an instance that died is claimed by another one once it has sat idle for a lease (XAUTOCLAIM).
 SIGTERM (with ``handle_signals``) or ``stop()``: stop reading, finish the calls in hand, leave.
 
@@ -23,16 +23,16 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from redis.exceptions import RedisError, ResponseError
 
+from store import redis_urls
+from store.errors import RedisError, ResponseError
+from store.journal import DEFAULT_TTL_S, Journal
+from store.services import ServiceInfo, deregister_service, register_service
+from store.tool_calls import CallStreams, calls_stream
 from toolq.protocol import now_ms
 from toolq.services.calls import RESULT_TTL_MS, ServiceCall, encode_outcome
 from toolq.settings import DEFAULT_REDIS_URL
-from toolq.store import keys, redis_urls
-from toolq.store.scripts import Script
-from toolq.store.services import ServiceInfo, deregister_service, register_service
 from toolq.tools import REGISTRY, CallContext, CheckedCall, ToolOutcome, ToolRegistry
-from toolq.tools.journal import DEFAULT_TTL_S, Journal
 from toolq.tracing import SpanKind, parent_context
 from toolq.tracing.genai import INSTANCE
 from toolq.tracing.tool_span import tool_failed, tool_span
@@ -44,7 +44,6 @@ __all__ = ["ToolService", "serve"]
 
 log = structlog.get_logger("toolq.services")
 
-GROUP = keys.SERVICE_GROUP
 FORGET_EVERY = 60  # beats between sweeps for consumers of dead instances
 FORGET_IDLE_MS = 10 * 60 * 1000
 
@@ -92,7 +91,7 @@ class ToolService:
         self.mcp = mcp
         self.effect_ttl_s = effect_ttl_s  # how long the effect journal keeps a record (toolq/tools/journal.py)
         self._journal: Journal | None = None
-        self._streams = {keys.tool_calls(n): n for n in self.registry.names()}
+        self._streams = {calls_stream(n): n for n in self.registry.names()}
 
     def stop(self) -> None:
         """Stop reading; ``run`` returns once the calls in hand are answered."""
@@ -101,14 +100,13 @@ class ToolService:
     async def run(self, *, handle_signals: bool = False) -> None:
         if self.mcp is not None:
             await self.mcp.start()  # an unreachable server is logged; its tools come when it answers
-            self._streams.update({keys.tool_calls(n): n for n in self.mcp.names() if n not in self.registry})
+            self._streams.update({calls_stream(n): n for n in self.mcp.names() if n not in self.registry})
         if not self._streams:
             raise ValueError("there are no tools to serve")
         if self._redis is None:
             self._redis = redis_urls.async_client(self.redis_url)
-        self._post = Script(self._redis, "service_result")
+        self._calls = CallStreams(self._redis, self.id)
         self._journal = Journal(self._redis, ttl_s=self.effect_ttl_s)
-        self._renew = Script(self._redis, "service_renew")
         if handle_signals:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
@@ -141,14 +139,7 @@ class ToolService:
     # -- reading calls ---------------------------------------------------------------------------
 
     async def _create_groups(self) -> None:
-        for stream in self._streams:
-            try:
-                # From the start of the stream: calls sent before any instance existed are served
-                # (answered calls are deleted, and ones past their deadline are dropped unrun).
-                await self._redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
-            except ResponseError as e:
-                if "BUSYGROUP" not in str(e):
-                    raise
+        await self._calls.create_groups(list(self._streams))
 
     async def _read(self) -> None:
         while not self._stopping.is_set():
@@ -159,21 +150,15 @@ class ToolService:
                     await asyncio.wait_for(self._room.wait(), self.read_block_ms / 1000)
                 continue
             try:
-                got = await self._redis.xreadgroup(
-                    GROUP, self.id, dict.fromkeys(self._streams, ">"), count=free, block=self.read_block_ms
-                )
-            except ResponseError as e:
-                if "NOGROUP" not in str(e):
-                    raise
-                await self._create_groups()  # the stream was deleted under us
-                continue
+                got = await self._calls.read(list(self._streams), free, self.read_block_ms)
+            except ResponseError:
+                raise  # a refusal other than a lost group (the store makes that one again) is no blip
             except RedisError as e:
                 log.warning("reading calls failed; retrying", error=str(e))
                 await asyncio.sleep(0.5)
                 continue
-            for stream, entries in got or []:
-                for entry_id, fields in entries:
-                    self._take(stream.decode(), entry_id, fields)
+            for stream, entry_id, fields in got:
+                self._take(stream, entry_id, fields)
 
     def _take(self, stream: str, entry_id: bytes, fields: dict[bytes, bytes] | None) -> None:
         eid = entry_id.decode()
@@ -218,17 +203,7 @@ class ToolService:
         payload = encode_outcome(outcome)
         for attempt in range(3):
             try:
-                status = await self._post(
-                    calls=stream,
-                    result=keys.tool_result(tool, call.call_id),
-                    reply=keys.tool_reply(tool, call.call_id),
-                    group=GROUP,
-                    consumer=self.id,
-                    entry_id=eid,
-                    call_id=call.call_id,
-                    payload=payload,
-                    ttl_ms=RESULT_TTL_MS,
-                )
+                status = await self._calls.post(stream, tool, eid, call.call_id, payload, RESULT_TTL_MS)
                 break
             except RedisError as e:
                 # Left pending, the call is claimed and run again by another instance.
@@ -278,10 +253,7 @@ class ToolService:
 
     async def _drop(self, stream: str, eid: str) -> None:
         with suppress(RedisError):
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.xack(stream, GROUP, eid)
-                pipe.xdel(stream, eid)
-                await pipe.execute()
+            await self._calls.drop(stream, eid)
 
     # -- heartbeat: the fleet entry, leases of calls in hand, calls of dead instances --------
 
@@ -294,8 +266,7 @@ class ToolService:
                 log.warning("tool service heartbeat failed", error=repr(e))
 
     async def _beat(self) -> None:
-        sec, usec = await self._redis.time()
-        self._offset_ms = sec * 1000 + usec // 1000 - now_ms()
+        self._offset_ms = await self._calls.server_time_ms() - now_ms()
         tools = self._specs()
         info = ServiceInfo(
             id=self.id,
@@ -308,7 +279,7 @@ class ToolService:
         )
         await register_service(self._redis, info, 3 * self.heartbeat_ms)
         for eid, (stream, _) in list(self._inflight.items()):
-            await self._renew(calls=stream, group=GROUP, consumer=self.id, entry_id=eid)
+            await self._calls.renew(stream, eid)
         self._beats += 1
         if not self._stopping.is_set():
             await self._claim()
@@ -321,29 +292,20 @@ class ToolService:
             free = self.concurrency - len(self._inflight)
             if free <= 0:
                 return
-            _, entries, *_ = await self._redis.xautoclaim(stream, GROUP, self.id, self.lease_ms, "0-0", count=free)
-            for entry_id, fields in entries:
-                if entry_id is not None:
-                    log.warning("claimed a call of a lost instance", tool=self._streams[stream], entry=entry_id)
-                    self._take(stream, entry_id, fields)
+            for _, entry_id, fields in await self._calls.claim(stream, self.lease_ms, free):
+                log.warning("claimed a call of a lost instance", tool=self._streams[stream], entry=entry_id)
+                self._take(stream, entry_id, fields)
 
     async def _forget_dead_consumers(self) -> None:
         """Delete the group's consumers that hold nothing and have not read for a long while:
         instances that died (their calls were claimed already). A live instance reads every
         ``read_block_ms``, and one deleted anyway is recreated by its next read."""
         for stream in self._streams:
-            for c in await self._redis.xinfo_consumers(stream, GROUP):
-                name = c["name"].decode() if isinstance(c["name"], bytes) else c["name"]
-                if name != self.id and c["pending"] == 0 and c["idle"] > FORGET_IDLE_MS:
-                    await self._redis.xgroup_delconsumer(stream, GROUP, name)
+            await self._calls.forget_idle_consumers(stream, FORGET_IDLE_MS)
 
     async def _leave(self) -> None:
         await deregister_service(self._redis, self.id)
-        for stream in self._streams:
-            # A consumer with pending calls keeps them for another instance to claim; deleting it
-            # would drop them.
-            if not await self._redis.xpending_range(stream, GROUP, "-", "+", 1, consumername=self.id):
-                await self._redis.xgroup_delconsumer(stream, GROUP, self.id)
+        await self._calls.leave(list(self._streams))
 
 
 def serve(registry: ToolRegistry | None = None, **options: Any) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
-    from toolq.tools.journal import Journal
+    from store.journal import Journal
 
 __all__ = ["KEY_PREFIX", "CallContext", "NoCallError", "current_call", "effect_key"]
 

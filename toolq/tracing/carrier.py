@@ -1,8 +1,8 @@
 """A trace context as it travels outside a process: W3C ``traceparent`` and ``tracestate``.
 
 It rides on the HTTP request (gateway/tracing.py), in the job's record (``traceparent`` and
-``tracestate`` fields, written by toolq/store/lua/submit.lua), in a tool service's call message
-(toolq/store/lua/service_call.lua) and in an MCP request's ``params._meta`` (toolq/mcp/
+``tracestate`` fields, written by store/lua/submit.lua), in a tool service's call message
+(store/lua/service_call.lua) and in an MCP request's ``params._meta`` (toolq/mcp/
 connection.py, the keys MCP reserves for it). A context that is not valid W3C is ignored, as the
 W3C rule says: the receiver then starts a trace of its own.
 """

@@ -39,7 +39,7 @@ async def announce(steps: Sequence[Step], sink: EventSink, state: LoopState, job
     for i, s in enumerate(steps):
         # The first announcement checkpoints the turn with its calls, so a job resumed while
         # they run knows they started and does not run them a second time. When calls run
-        # next, it must outlive a failover first (toolq/store/durability.py: it waits for the
+        # next, it must outlive a failover first (store/durability.py: it waits for the
         # replicas asked for, or the attempt is handed back before anything runs).
         await sink.tool_call(
             s.call,

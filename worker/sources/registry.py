@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from store.journal import Journal
 from toolq.protocol import Where
 from toolq.tools import CallContext, CheckedCall, ToolOutcome, ToolRegistry
-from toolq.tools.journal import Journal
 
 
 class RegistrySource:

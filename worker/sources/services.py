@@ -13,8 +13,8 @@ import asyncio
 from typing import Any
 
 import structlog
-from redis.exceptions import RedisError
 
+from store.errors import RedisError
 from toolq.definitions import check_parameters, check_tool_name
 from toolq.protocol import Where
 from toolq.services import ServiceCaller, ServiceFleetView

@@ -1,6 +1,6 @@
 """A batch's end, announced: ``batch.completed``, ``batch.failed``, ``batch.expired`` or
 ``batch.cancelled``, signed and sent at least once by the webhook sender like a job's events
-(toolq/store/deliveries.py), to the tenant's default webhook (TOOLQ_WEBHOOK_DEFAULTS) as it was
+(store/deliveries.py), to the tenant's default webhook (TOOLQ_WEBHOOK_DEFAULTS) as it was
 when the batch was created (kept in the batch, so whichever gateway ends it sends to the same
 place). A batch names no webhook of its own: OpenAI's Batch API has no field for one."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from gateway.state import GatewayState
-from toolq.store.deliveries import record_batch_end
+from store.deliveries import record_batch_end
 
 __all__ = ["announce_end", "webhook_of"]
 

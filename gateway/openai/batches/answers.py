@@ -18,9 +18,9 @@ from gateway.openai.errors import body as error_body
 from gateway.openai.errors import job_failure
 from gateway.openai.responses.shapes import from_job
 from gateway.openai.responses.store import StoredResponse
+from store.records import JobRecord
 from toolq.payloads import CancelledData, ErrorData, FinalData
 from toolq.protocol import JobStatus
-from toolq.store.records import JobRecord
 
 __all__ = ["answer_of", "refused", "unanswered"]
 

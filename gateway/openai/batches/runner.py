@@ -1,5 +1,5 @@
 """Runs the fleet's batches in its spare capacity: every gateway runs one ``BatchRunner``, and a
-batch is run by whichever gateway holds its lease (toolq/store/batches.py), so a gateway that dies
+batch is run by whichever gateway holds its lease (store/batches.py), so a gateway that dies
 mid-batch hands it to another within a lease.
 
 Each tick, for each batch it holds:
@@ -32,12 +32,12 @@ from gateway.openai.batches.answers import answer_of, refused, unanswered
 from gateway.openai.batches.lines import Line, line_job
 from gateway.state import GatewayState
 from gateway.submission import enqueue
+from store.batches import BatchStore
+from store.fair import FairQueue
+from store.files import FileStore
+from store.fleet import queue_depths
+from store.jobstore import JobNotFound
 from toolq.errors import BudgetExhausted, QueueFull, ToolqError
-from toolq.store.batches import BatchStore
-from toolq.store.fair import FairQueue
-from toolq.store.files import FileStore
-from toolq.store.fleet import queue_depths
-from toolq.store.jobstore import JobNotFound
 
 log = structlog.get_logger("toolq.gateway.batches")
 

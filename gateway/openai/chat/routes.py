@@ -9,7 +9,6 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import JSONResponse
 from pydantic import SkipValidation
-from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import Response
 
@@ -24,10 +23,11 @@ from gateway.openai.shared import CLIENT_CLOSED, JOB_HEADER, error_responses, ss
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
+from store.errors import RedisError
+from store.jobstore import JobNotFound
 from toolq.errors import EventsGone
 from toolq.payloads import FinalData, payload
 from toolq.protocol import EventType, JobRequest
-from toolq.store.jobstore import JobNotFound
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 _ERRORS = error_responses(400, 401, 404, 409, 429, 503)

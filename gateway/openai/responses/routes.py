@@ -13,7 +13,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import SkipValidation
-from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.responses import Response
 
@@ -24,17 +23,17 @@ from gateway.openai.conversations import run_in_conversation
 from gateway.openai.models import check_model
 from gateway.openai.responses.request import ResponsesRequest, to_job
 from gateway.openai.responses.shapes import from_job
-from gateway.openai.responses.store import StoredResponse, load, new_response_id, save
+from gateway.openai.responses.store import StoredResponse, forget, load, new_response_id, save
 from gateway.openai.responses.stream import ResponseEvents
 from gateway.openai.shared import CLIENT_CLOSED, JOB_HEADER, error_responses, sse_json
 from gateway.sse import KEEPALIVE, SEP
 from gateway.state import GatewayState, State
 from gateway.submission import cancel_soon, submit, terminal_event
+from store.errors import RedisError
+from store.jobstore import JobNotFound
+from store.records import JobRecord
 from toolq.errors import EventsGone
 from toolq.protocol import JobRequest, Message
-from toolq.store import keys
-from toolq.store.jobstore import JobNotFound
-from toolq.store.records import JobRecord
 
 router = APIRouter(prefix="/v1/responses", tags=["openai"])
 ResponseId = Annotated[str, Path(min_length=1, max_length=128, description="a response id (resp_...)")]
@@ -156,7 +155,7 @@ async def delete_response(response_id: ResponseId, tenant: Tenant, state: State)
     """Forget a response (its job is cancelled if it still runs)."""
     stored = await load(state.store.redis, tenant, response_id)
     cancel_soon(state, stored.job_id)
-    await state.store.redis.delete(keys.response(tenant, response_id))
+    await forget(state.store.redis, tenant, response_id)
     return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
 

@@ -1,64 +1,31 @@
-"""Responses-API responses, stored per tenant (toolq.store.keys.response): the id OpenAI clients hold
-maps to the toolq job that answers it, with the request the response echoes back. A record lives
-as long as a job's events do (JobStore.event_ttl_s); another tenant's id is simply not found."""
+"""Responses-API responses as the routes use them: a new id, and a stored response or OpenAI's
+404. Kept in Redis by store/responses.py (per tenant; another tenant's id is simply not found)."""
 
 from __future__ import annotations
 
-import json
 import secrets
-from dataclasses import dataclass
 from typing import Any
 
 from gateway.openai.errors import OpenAIError
-from toolq.store import keys
+from store.responses import StoredResponse, forget_response, load_response, save_response
+
+__all__ = ["StoredResponse", "forget", "load", "new_response_id", "save"]
 
 
 def new_response_id() -> str:
     return "resp_" + secrets.token_hex(12)
 
 
-@dataclass
-class StoredResponse:
-    id: str
-    job_id: str
-    model: str
-    created_at: int
-    request: dict[str, Any]  # the Responses request as sent, minus its input
-    instructions: int  # leading job messages that are the instructions (not carried to a next response)
-
-    def to_hash(self) -> dict[str, str]:
-        return {
-            "id": self.id,
-            "job_id": self.job_id,
-            "model": self.model,
-            "created_at": str(self.created_at),
-            "request": json.dumps(self.request, ensure_ascii=False),
-            "instructions": str(self.instructions),
-        }
-
-    @classmethod
-    def from_hash(cls, h: dict[bytes, bytes]) -> StoredResponse:
-        d = {k.decode(): v.decode() for k, v in h.items()}
-        return cls(
-            id=d["id"],
-            job_id=d["job_id"],
-            model=d["model"],
-            created_at=int(d["created_at"]),
-            request=json.loads(d["request"]),
-            instructions=int(d["instructions"]),
-        )
-
-
 async def save(redis: Any, tenant: str, stored: StoredResponse, ttl_s: int) -> None:
-    key = keys.response(tenant, stored.id)
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hset(key, mapping=stored.to_hash())
-        pipe.expire(key, ttl_s)
-        await pipe.execute()
+    await save_response(redis, tenant, stored, ttl_s)
 
 
 async def load(redis: Any, tenant: str, response_id: str, *, param: str = "response_id") -> StoredResponse:
-    h = await redis.hgetall(keys.response(tenant, response_id))
-    if not h:
+    found = await load_response(redis, tenant, response_id)
+    if found is None:
         raise OpenAIError(404, f"No response found with id {response_id!r}.", param=param, code="not_found")
-    return StoredResponse.from_hash(h)
+    return found
+
+
+async def forget(redis: Any, tenant: str, response_id: str) -> None:
+    await forget_response(redis, tenant, response_id)

@@ -157,7 +157,7 @@ document.addEventListener("alpine:init", () => {
     status: "",
     model: "",
     tenant: "",
-    quarantined: false, // only jobs quarantined after lost attempts (toolq/store/quarantine.py)
+    quarantined: false, // only jobs quarantined after lost attempts (store/quarantine.py)
     list: [],
     next: null,
     error: "",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from store.durability import NotReplicated
 from toolq.protocol import ErrorCode, Message, PendingAction
-from toolq.store.durability import NotReplicated
 from toolq.tools import UnknownToolError
 from worker.conversation import LoopOutcome, LoopState
 from worker.endings import Cancelled, Failed, Finished, HandedBack, Paused, StopCause, classify
@@ -74,5 +74,5 @@ def test_errors_are_typed_by_their_class(error, code, reason):
     ],
 )
 def test_a_store_that_failed_the_attempt_hands_it_back_instead_of_ending_the_job(error):
-    # toolq/store/durability.py: the tools did not run; an attempt on the primary of now goes on
+    # store/durability.py: the tools did not run; an attempt on the primary of now goes on
     assert classify(None, None, error, on_client_tool="pause") == HandedBack(StopCause.store_lost)

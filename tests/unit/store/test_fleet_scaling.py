@@ -1,13 +1,13 @@
-"""workers_needed, the autoscaling figure (toolq/store/fleet.py): jobs over one worker's slots,
+"""workers_needed, the autoscaling figure (store/fleet.py): jobs over one worker's slots,
 rounded up; the live workers' slots win over the declared figure; declared models resolve."""
 
 from __future__ import annotations
 
 import pytest
 
+from store.fleet import Fleet, WorkerInfo
 from toolq.errors import UnknownModel
 from toolq.protocol import JobRequest, Message
-from toolq.store.fleet import Fleet, WorkerInfo
 
 
 def worker(model: str, slots: int, wid: str = "w1") -> WorkerInfo:

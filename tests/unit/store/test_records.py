@@ -8,9 +8,9 @@ import json
 import re
 from pathlib import Path
 
+from store import records
+from store.records import FIELDS, SCRIPT_ONLY, JobRecord
 from toolq.protocol import JobRequest, JobResult, JobStatus, Message
-from toolq.store import records
-from toolq.store.records import FIELDS, SCRIPT_ONLY, JobRecord
 
 LUA = Path(records.__file__).parent / "lua"
 # A call on a job hash: ('HSET', job, 'status', ...) or, in claim/unstall, on a key built for the job.
@@ -19,9 +19,9 @@ _HASH_CALL = re.compile(r"redis\.call\('(HSET|HMGET|HGET|HINCRBY)',\s*(job|key|j
 
 def _fields_the_scripts_name() -> set[str]:
     named: set[str] = set()
-    for script in LUA.glob("*.lua"):
+    for script in LUA.rglob("*.lua"):  # entry scripts and snippets (lua/lib/)
         if script.name.startswith("webhook_"):
-            continue  # their `key` is a delivery's hash (toolq/store/deliveries.py), not a job's
+            continue  # their `key` is a delivery's hash (store/deliveries.py), not a job's
         for op, _, rest in _HASH_CALL.findall(script.read_text()):
             args = [a.strip() for a in rest.split(",") if a.strip()]
             fields = args[::2] if op == "HSET" else args[:1] if op == "HINCRBY" else args  # HSET: field, value, ...

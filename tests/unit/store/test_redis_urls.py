@@ -1,4 +1,4 @@
-"""The one parser of Redis URLs (toolq/store/redis_urls.py): Sentinel URLs in every form it takes,
+"""The one parser of Redis URLs (store/redis_urls.py): Sentinel URLs in every form it takes,
 and bad URLs refused with a message that says what is wrong."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import redis
 from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelPool
 from redis.sentinel import SentinelConnectionPool
 
-from toolq.store import redis_urls
-from toolq.store.arq_link import connect
-from toolq.store.redis_urls import BadRedisURL, SentinelURL, parse_sentinel
+from store import redis_urls
+from store.arq_link import connect
+from store.redis_urls import BadRedisURL, SentinelURL, parse_sentinel
 
 
 def test_sentinel_url_with_hosts_service_and_db():

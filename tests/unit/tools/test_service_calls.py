@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
+from store.services import ServiceFleet, ServiceInfo
 from toolq.services.calls import MAX_RESULT_CHARS, ServiceCall, decode_outcome, encode_outcome
-from toolq.store.services import ServiceFleet, ServiceInfo
 from toolq.tools import ToolOutcome
 from worker.sources.services import _schema_tool
 

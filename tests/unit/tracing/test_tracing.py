@@ -137,7 +137,7 @@ def test_only_the_provider_module_imports_the_sdk():
     """What keeps tracing-off free: the SDK and exporters load only through toolq/tracing/provider.py
     (import-linter cannot forbid a subpackage of an external package, so this reads the sources)."""
     found = []
-    for room in ("toolq", "worker", "gateway", "webhooks"):
+    for room in ("toolq", "store", "worker", "gateway", "webhooks"):
         for path in (REPO / room).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else []

@@ -13,7 +13,7 @@ from standardwebhooks.webhooks import Webhook as SpecWebhook
 from standardwebhooks.webhooks import WebhookVerificationError as SpecError
 
 import toolq
-from toolq.store.deliveries import Delivery
+from toolq.deliveries import Delivery
 from toolq.webhooks import WebhookVerificationError, new_secret, secret_key, signature_header
 from webhooks import payload
 from webhooks.backoff import retry_delay_s

@@ -1,0 +1,81 @@
+-- Record a paused job's answers (tool results from its caller, or approvals) in one step, and
+-- when none is missing, resume it: a new attempt, status `queued`, out of the paused index, its
+-- arq job and a wake token, and the `queued` event. toolq/jobstore.py (JobStore.answer_actions)
+-- checks the answers against the `actions` it read and sends that snapshot along: the script
+-- writes only while the record still holds exactly it (else -4, and the caller reads again), so a
+-- call can never be answered twice, even by two posts at once. Refusals change nothing.
+--
+-- With fair share on (`fair` '1') the resumed attempt waits for its tenant's fair turn, as a
+-- submitted job does (submit.lua), so a tenant's caps and share hold across pauses.
+--
+-- Under fair share the resumed attempt is offered first to the worker that ran the paused one
+-- (the record's `worker`), which may still hold its conversation (affinity_prefer.lua).
+--
+-- include: now.lua
+-- include: arq_enqueue.lua
+-- include: fair_enqueue.lua
+-- include: affinity_prefer.lua
+--
+-- KEYS[1] job             the job record (hash)
+-- KEYS[2] log             the job's event stream
+-- KEYS[3] job_channel     pub/sub channel of this job's events
+-- KEYS[4] all_channel     pub/sub channel of every job's events
+-- KEYS[5] paused          sorted set: paused job id -> action deadline (unix ms)
+-- KEYS[6] arq_job         the new attempt's arq job key
+-- KEYS[7] arq_result      the new attempt's arq result key
+-- KEYS[8] queue           the model's queue (arq's sorted set)
+-- KEYS[9] wake            the model's wake list
+-- KEYS[10] tenants        the model's active tenants (sorted set: tenant -> pass)
+-- KEYS[11] passes         the model's saved passes of idle tenants (hash)
+-- KEYS[12] vtime          the model's virtual time
+-- KEYS[13] waiting        the job's tenant's waiting set for the model
+-- KEYS[14] seq_key        the model's arrival counter
+-- KEYS[15] weights        tenant -> weight (hash)
+-- KEYS[16] caps           tenant -> most jobs running at once (hash)
+-- ARGV[1] job_id          the job's id
+-- ARGV[2] tenant          only this tenant's job; '' any
+-- ARGV[3] attempt         the paused attempt the snapshot was read from
+-- ARGV[4] seen            the `actions` JSON the answers were checked against
+-- ARGV[5] actions         the `actions` JSON with the answers recorded
+-- ARGV[6] complete        '1' when every action has its answer: resume the job
+-- ARGV[7] head            the queued event's JSON up to its seq
+-- ARGV[8] tail            the queued event's JSON after its seq
+-- ARGV[9] maxlen          the stream's approximate cap
+-- ARGV[10] arq_id         the new attempt's arq id (its member in the queue)
+-- ARGV[11] payload        the new attempt's arq payload
+-- ARGV[12] expires_ms     the arq job key's lifetime
+-- ARGV[13] score          the arq job's score in the queue
+-- ARGV[14] wake_backlog   how many wake tokens the wake list keeps
+-- ARGV[15] fair           '1': wait for a fair turn; '0': straight onto arq's queue
+-- ARGV[16] prefer_wait_ms how long other workers leave the resumed attempt to the paused one's; '' or 0 none
+-- ARGV[17] worker_wake_prefix  store.keys.worker_wake(model, '')
+--
+-- Returns {1, ''} recorded (answers still missing), {2, seq} recorded and resumed (seq of the
+-- queued event), {0, status} the job ended, {-2, status} the job is not paused, {-3, ''} no such
+-- job (or another tenant's), {-4, ''} the record changed since it was read.
+
+local h = redis.call('HMGET', job, 'tenant', 'terminal', 'status', 'attempt', 'actions', 'priority', 'worker')
+if not h[1] or (tenant ~= '' and h[1] ~= tenant) then return {-3, ''} end
+if h[2] == '1' then return {0, h[3]} end
+if h[3] ~= 'requires_action' then return {-2, h[3] or ''} end
+if h[4] ~= attempt or h[5] ~= seen then return {-4, ''} end
+redis.call('HSET', job, 'actions', actions)
+if complete ~= '1' then return {1, ''} end
+redis.call('HINCRBY', job, 'attempt', 1)
+redis.call('HSET', job, 'status', 'queued')
+redis.call('ZREM', paused, job_id)
+local seq = redis.call('HINCRBY', job, 'seq', 1)
+local ev = head .. seq .. tail
+redis.call('XADD', log, 'MAXLEN', '~', maxlen, seq .. '-0', 'e', ev)
+redis.call('PUBLISH', job_channel, ev)
+redis.call('PUBLISH', all_channel, ev)
+if fair == '1' then
+  arq_store(arq_job, arq_result, arq_id, payload, expires_ms)
+  fair_enqueue(tenants, passes, vtime, waiting, seq_key, weights, caps, h[1], job_id, h[6] or '0', '', '')
+  affinity_prefer(job, h[7] or '', prefer_wait_ms, worker_wake_prefix, wake_backlog)
+else
+  arq_enqueue(arq_job, arq_result, queue, arq_id, payload, expires_ms, score)
+end
+redis.call('LPUSH', wake, job_id)
+redis.call('LTRIM', wake, 0, tonumber(wake_backlog) - 1)
+return {2, seq}

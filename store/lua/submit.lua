@@ -1,0 +1,108 @@
+-- A whole submission in one step: idempotency, the queue-depth limit, the job record, its
+-- `queued` event (seq 1), the arq job and a wake token for an idle worker. This script is the
+-- only place that reads or writes idempotency keys.
+--
+-- A key that names a job which still exists hands that job back before anything else is looked
+-- at: retrying a submit that went through is always safe. A key whose job has expired is taken
+-- over by the new job.
+--
+-- With fair share on (`fair` '1') the job waits in its tenant's set (fair_enqueue.lua) with its
+-- arq job stored but not queued; store/lua/dispatch.lua queues it when its turn comes. The
+-- queue bounds (admit.lua: the tenant's own cap, its share of a full queue, the model's ceiling)
+-- count the waiting jobs of every tenant as well as arq's queue.
+--
+-- With fair share on and a `prefer`red worker (the live worker that holds the longest prefix of
+-- the job's conversation, store/affinity.py), the job is offered to that worker first
+-- (affinity_prefer.lua); dispatch.lua keeps the others off it for `prefer_wait_ms`.
+--
+-- include: now.lua
+-- include: arq_enqueue.lua
+-- include: fair_keys.lua
+-- include: fair_enqueue.lua
+-- include: admit.lua
+-- include: job_index.lua
+-- include: affinity_prefer.lua
+--
+-- KEYS[1] job                the new job's record (hash)
+-- KEYS[2] log                the new job's event stream
+-- KEYS[3] job_channel        pub/sub channel of the new job's events
+-- KEYS[4] all_channel        pub/sub channel of every job's events
+-- KEYS[5] idempotency        the tenant's idempotency key (unused when idempotency_ttl_s is '')
+-- KEYS[6] arq_job            the arq job key
+-- KEYS[7] arq_result         the arq result key
+-- KEYS[8] queue              the model's queue (arq's sorted set)
+-- KEYS[9] wake               the model's wake list
+-- KEYS[10] tenants           the model's active tenants (sorted set: tenant -> pass)
+-- KEYS[11] passes            the model's saved passes of idle tenants (hash)
+-- KEYS[12] vtime             the model's virtual time
+-- KEYS[13] waiting           the tenant's waiting set for the model
+-- KEYS[14] seq_key           the model's arrival counter
+-- KEYS[15] weights           tenant -> weight (hash)
+-- KEYS[16] caps              tenant -> most jobs running at once (hash)
+-- KEYS[17] tenant_jobs       the tenant's recent jobs (sorted set: job id -> submit ms; job_index.lua)
+-- KEYS[18] all_jobs          every tenant's recent jobs (the same)
+-- ARGV[1] job_id             the new job's id
+-- ARGV[2] request            the request JSON
+-- ARGV[3] model              the model; '' only hands back the job the key names
+-- ARGV[4] tenant             the caller's tenant
+-- ARGV[5] created_ms         the submit time
+-- ARGV[6] head               the queued event's JSON up to its seq
+-- ARGV[7] tail               the queued event's JSON after its seq
+-- ARGV[8] maxlen             the stream's approximate cap
+-- ARGV[9] idempotency_ttl_s  how long the key lives; '' when the submit has no key
+-- ARGV[10] max_depth         refuse when the queue holds this many jobs; '' no limit
+-- ARGV[11] job_prefix        toolq.keys.JOB_PREFIX: a job's key is job_prefix .. '{' .. id .. '}'
+-- ARGV[12] arq_id            the arq job's id (its member in the queue)
+-- ARGV[13] payload           the arq job's payload
+-- ARGV[14] expires_ms        the arq job key's lifetime
+-- ARGV[15] score             the arq job's score in the queue
+-- ARGV[16] wake_backlog      how many wake tokens the wake list keeps
+-- ARGV[17] fair              '1': wait for a fair turn; '0': straight onto arq's queue (FIFO)
+-- ARGV[18] priority          0 to 9, 9 first within the tenant
+-- ARGV[19] weight            the tenant's weight to record; '' leaves the recorded one
+-- ARGV[20] max_running       the tenant's cap to record; '' leaves it, '0' no cap
+-- ARGV[21] job_tokens        the job's token cap, kept in its record; '' none
+-- ARGV[22] fair_prefix       store.keys.FAIR_PREFIX
+-- ARGV[23] webhook           the job's webhook JSON {"url", "events"} (webhook_record.lua); '' none
+-- ARGV[24] index_keep        how many jobs each recent-jobs index keeps
+-- ARGV[25] traceparent       the W3C trace context the job's spans continue (toolq/tracing); '' none
+-- ARGV[26] tracestate        its tracestate; '' none
+-- ARGV[27] prefer            the worker to offer the job to first; '' none
+-- ARGV[28] prefer_wait_ms    how long the other workers leave it to that worker
+-- ARGV[29] worker_wake_prefix  store.keys.worker_wake(model, ''): a worker's own wake list
+-- ARGV[30] max_queued        the tenant's own cap on its queued jobs of the model; '' none
+--
+-- Returns {1, job id} created, {0, job id} the job the key already names, {-2, ''} no model was
+-- given and the key names no job, or admit.lua's refusal {code, count, limit, tenants}.
+
+if idempotency_ttl_s ~= '' then
+  local existing = redis.call('GET', idempotency)
+  if existing and redis.call('EXISTS', job_prefix .. '{' .. existing .. '}') == 1 then
+    return {0, existing}
+  end
+end
+if model == '' then return {-2, ''} end
+local refused = admit(fair_prefix, model, tenant, queue, fair, max_depth, max_queued, job_prefix)
+if refused then return refused end
+if idempotency_ttl_s ~= '' then redis.call('SET', idempotency, job_id, 'EX', idempotency_ttl_s) end
+redis.call('HSET', job, 'request', request, 'model', model, 'tenant', tenant, 'status', 'queued',
+           'attempt', 1, 'seq', 1, 'created_ms', created_ms, 'priority', priority)
+if job_tokens ~= '' then redis.call('HSET', job, 'job_tokens', job_tokens) end
+if webhook ~= '' then redis.call('HSET', job, 'webhook', webhook) end
+index_job(tenant_jobs, all_jobs, job_id, created_ms, index_keep)
+if traceparent ~= '' then redis.call('HSET', job, 'traceparent', traceparent) end
+if tracestate ~= '' then redis.call('HSET', job, 'tracestate', tracestate) end
+local ev = head .. '1' .. tail
+redis.call('XADD', log, 'MAXLEN', '~', maxlen, '1-0', 'e', ev)
+redis.call('PUBLISH', job_channel, ev)
+redis.call('PUBLISH', all_channel, ev)
+if fair == '1' then
+  arq_store(arq_job, arq_result, arq_id, payload, expires_ms)
+  fair_enqueue(tenants, passes, vtime, waiting, seq_key, weights, caps, tenant, job_id, priority, weight, max_running)
+  affinity_prefer(job, prefer, prefer_wait_ms, worker_wake_prefix, wake_backlog)
+else
+  arq_enqueue(arq_job, arq_result, queue, arq_id, payload, expires_ms, score)
+end
+redis.call('LPUSH', wake, job_id)
+redis.call('LTRIM', wake, 0, tonumber(wake_backlog) - 1)
+return {1, job_id}
