@@ -36,6 +36,13 @@ async def owned(state: GatewayState, job_id: str, tenant: str) -> JobRecord:
     return rec
 
 
+async def own(state: GatewayState, job_id: str, tenant: str) -> None:
+    """``owned`` for a caller that needs no record: one field read (JobStore.owner), never the
+    record, which holds the whole conversation."""
+    if await state.store.owner(job_id) != tenant:
+        raise JobNotFoundError.of(job_id)
+
+
 @router.post(
     "",
     status_code=202,
@@ -103,7 +110,7 @@ async def job_events(
 @router.post("/{job_id}/cancel", response_model=CancelView, responses=_ERRORS)
 async def cancel_job(job_id: JobId, tenant: Tenant, state: State) -> CancelView:
     """Cancel a queued job at once, or ask its worker to stop a running one (within a token)."""
-    await owned(state, job_id, tenant)
+    await own(state, job_id, tenant)
     return await cancel_owned(state, job_id)
 
 

@@ -29,7 +29,8 @@ T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 INLINE_OBJECTS = 64  # schema objects a request's tools may hold and still be checked on the loop
-_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="toolq-request-checks")
+# one thread: heavy requests wait for each other, and only one competes with the loop for the GIL
+_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolq-request-checks")
 
 
 async def off_loop(fn: Callable[..., T], *args: Any) -> T:
