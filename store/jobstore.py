@@ -452,7 +452,9 @@ class JobStore:
 
         Refuses, changing nothing: JobNotFound (no such job, or not ``tenant``'s), JobAlreadyEnded,
         NotPaused (queued or running), UnknownToolCall, WrongActionKind, AlreadyAnswered (earlier,
-        or twice in ``answers``).
+        or twice in ``answers``), and QueueAtLimit when the answers would resume the job and the
+        store's queue bounds refuse it, as they would a new job (store/admission.py): the answers
+        are not recorded, so the same post can be made again.
         """
         for _ in range(8):  # -4: someone else answered between our read and our write: look again
             rec = await self.record(job_id)
@@ -467,7 +469,8 @@ class JobStore:
             queued = QueuedData(attempt=attempt + 1, resumed=JobStatus.requires_action.value)
             head, tail = _event_parts(job_id, EventType.queued, queued.to_wire(), ts)
             arq = arq_link.arq_job(job_id, model, attempt + 1, ts)
-            (code, value), acked = await self.durability.write(
+            admission = self.bounds.script_args(rec.tenant)
+            (code, value, *rest), acked = await self.durability.write(
                 self.redis,
                 self._answer,
                 job=keys.job(job_id),
@@ -491,8 +494,17 @@ class JobStore:
                 fair=self.fair,
                 prefer_wait_ms=self.affinity_wait_ms,
                 worker_wake_prefix=keys.worker_wake(model, ""),
+                model=model,
+                fair_prefix=keys.FAIR_PREFIX,
+                **admission,
+                job_prefix=keys.JOB_PREFIX,
             )
-            code, status = int(code), value.decode() if isinstance(value, bytes) else str(value)
+            code = int(code)
+            if code <= -10:  # the queue bounds refused the resumed attempt: nothing was written
+                raise refusal(
+                    code + 10, int(value), *map(int, rest), model=model, tenant=rec.tenant, depth=admission["max_depth"]
+                )
+            status = value.decode() if isinstance(value, bytes) else str(value)
             if code == -3:
                 raise JobNotFound(job_id)
             if code in (0, -2):
