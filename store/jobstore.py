@@ -21,7 +21,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from store import affinity, arq_link, deliveries, keys
+from store import affinity, arq_link, budget_holds, deliveries, keys
 from store.admission import NotSubmitted, QueueAtLimit, QueueBounds, TenantQueueAtLimit, refusal
 from store.arq_link import connect
 from store.durability import Durability
@@ -214,7 +214,9 @@ class JobStore:
         With an idempotency key, the same key from the same tenant returns the first job while it
         exists, before anything else is checked (a key whose job has expired starts a new one).
         Raises QueueAtLimit (TenantQueueAtLimit for the tenant's own limit) when the store's queue
-        bounds refuse it (store/admission.py; ``max_queue_depth`` overrides their depth). With
+        bounds refuse it (store/admission.py; ``max_queue_depth`` overrides their depth), and
+        BudgetExhausted when the policy's token budgets have no room left for it; otherwise the
+        job reserves its token ceiling against them in the same step (store/budget_holds.py). With
         ``model`` None it only hands back the job the key names, and raises NotSubmitted when there
         is none: a caller whose own checks refused the job asks so whether it is a retry.
         ``policy`` (default: the bounds' policy of the tenant) records the tenant's weight and
@@ -274,9 +276,12 @@ class JobStore:
             prefer=prefer,
             prefer_wait_ms=self.affinity_wait_ms,
             worker_wake_prefix=keys.worker_wake(model or "", ""),
+            **budget_holds.script_args(request, policy),
         )
         if code == -2:
             raise NotSubmitted("the idempotency key names no job")
+        if code == budget_holds.REFUSED:
+            raise budget_holds.refusal(tenant, [code, value, *rest])
         if code < 0:
             assert model is not None
             raise refusal(
