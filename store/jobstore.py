@@ -458,8 +458,10 @@ class JobStore:
         Refuses, changing nothing: JobNotFound (no such job, or not ``tenant``'s), JobAlreadyEnded,
         NotPaused (queued or running), UnknownToolCall, WrongActionKind, AlreadyAnswered (earlier,
         or twice in ``answers``), and QueueAtLimit when the answers would resume the job and the
-        store's queue bounds refuse it, as they would a new job (store/admission.py): the answers
-        are not recorded, so the same post can be made again.
+        store's queue bounds refuse it, as they would a new job (store/admission.py), or
+        BudgetExhausted when its tenant's token budgets have no room in a window the job holds
+        nothing in (store/budget_holds.py): the answers are not recorded, so the same post can be
+        made again.
         """
         for _ in range(8):  # -4: someone else answered between our read and our write: look again
             rec = await self.record(job_id)
@@ -475,6 +477,7 @@ class JobStore:
             head, tail = _event_parts(job_id, EventType.queued, queued.to_wire(), ts)
             arq = arq_link.arq_job(job_id, model, attempt + 1, ts)
             admission = self.bounds.script_args(rec.tenant)
+            policy = self.bounds.policy(rec.tenant) if self.bounds.tenants else None
             (code, value, *rest), acked = await self.durability.write(
                 self.redis,
                 self._answer,
@@ -503,8 +506,11 @@ class JobStore:
                 fair_prefix=keys.FAIR_PREFIX,
                 **admission,
                 job_prefix=keys.JOB_PREFIX,
+                **budget_holds.script_args(rec.request, policy),
             )
             code = int(code)
+            if code == budget_holds.REFUSED:  # its token budgets have no room: nothing was written
+                raise budget_holds.refusal(rec.tenant, [code, value, *rest])
             if code <= -10:  # the queue bounds refused the resumed attempt: nothing was written
                 raise refusal(
                     code + 10, int(value), *map(int, rest), model=model, tenant=rec.tenant, depth=admission["max_depth"]

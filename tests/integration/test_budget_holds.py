@@ -12,10 +12,12 @@ import pytest
 
 from gateway.settings import GatewaySettings
 from store import keys
+from store.admission import QueueBounds
 from store.fair import FairQueue
 from store.jobstore import JobStore
 from store.usage import DAY_MS, read_usage
 from tests.integration.gateway_support import asgi_client, register_fake_worker
+from tests.support.pauses import paused_job, pending
 from toolq.errors import BudgetExhausted
 from toolq.protocol import EventType, JobRequest, JobResult, JobStatus, Message, Usage
 from toolq.tenants import TenantPolicy
@@ -138,3 +140,42 @@ async def test_a_thread_run_reserves_as_a_submit_does(redis_url):
         assert second.status_code == 429 and second.json()["error"]["code"] == "budget_exhausted", second.text
         third = await post(c, "/v1/jobs", body)
         assert third.status_code == 429 and "hold 100 more" in third.json()["error"]["message"], third.text
+
+
+async def test_a_resumed_job_is_charged_only_in_a_window_it_holds_nothing_in(redis_url):
+    """A paused job keeps its reservation: answered in the same day it resumes even with the day
+    spent. Charged yesterday (its hold names yesterday's counter), it meets today's budget: refused
+    while today is spent, changing nothing, and charged today once there is room."""
+    policy = TenantPolicy(tokens_per_day=5000)
+    store = JobStore.from_url(redis_url, fair=True, bounds=QueueBounds(tenants={"a": policy}))
+    try:
+        secs, _ = await store.redis.time()
+        today = int(secs) * 1000 // DAY_MS
+        spent = keys.usage_window("a", "day", today)
+        held_now = keys.budget_held("a", "day", today)
+
+        same_day = await paused_job(store, pending("c1", "client"), tenant="a")  # reserves 512 x 5
+        assert await held_today(store, "a") == 2560
+        await store.redis.set(spent, 5000, ex=3600)
+        assert await store.answer_actions(same_day, [("c1", {"content": "x"})], "client") is True
+
+        await store.redis.delete(spent)
+        old = await paused_job(store, pending("c1", "client"), tenant="a")
+        yesterday = keys.budget_held("a", "day", today - 1)
+        await store.redis.set(yesterday, 2440, ex=3600)
+        await store.redis.decrby(held_now, 2440)
+        await store.redis.hset(keys.job(old), "budget_day", f"{yesterday} 2440")
+        await store.redis.set(spent, 5000 - 2560, ex=3600)  # with the first job's 2560: today is full
+        with pytest.raises(BudgetExhausted) as refused:
+            await store.answer_actions(old, [("c1", {"content": "x"})], "client")
+        assert refused.value.budget == "tokens_per_day"
+        rec = await store.record(old)
+        assert rec.status == JobStatus.requires_action and rec.actions["c1"]["answer"] is None
+
+        await store.redis.set(spent, 1000, ex=3600)
+        assert await store.answer_actions(old, [("c1", {"content": "x"})], "client") is True
+        assert await store.redis.get(yesterday) == b"0"  # yesterday's hold given back
+        assert await store.redis.hget(keys.job(old), "budget_day") == f"{held_now} {5000 - 1000 - 2560}".encode()
+        assert await held_today(store, "a") == 5000 - 1000
+    finally:
+        await store.close()

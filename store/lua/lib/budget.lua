@@ -15,18 +15,22 @@ local BUDGET_WINDOWS = {
 }
 
 -- The reservations a new job of `tenant` makes ({window, counter key, tokens, ttl}...), or nil and
--- the refusal {-20, budget, used, held, limit, ms until the window ends}. Writes nothing.
-local function budget_check(usage_prefix, held_prefix, tenant, per_day, per_minute, ceiling)
+-- the refusal {-20, budget, used, held, limit, ms until the window ends}. Writes nothing. Given
+-- `job` (a paused job that resumes, answer.lua), a window it already holds tokens in is skipped:
+-- it was charged there; a window it holds nothing in (a new minute or day since) is charged anew.
+local function budget_check(usage_prefix, held_prefix, tenant, per_day, per_minute, ceiling, job)
   local plan = {}
   if ceiling == '' then return plan, nil end
   local limits = {per_day, per_minute}
+  local holds = {}
+  if job then holds = redis.call('HMGET', job, 'budget_day', 'budget_minute') end
   local t = redis_now_ms()
   for i, w in ipairs(BUDGET_WINDOWS) do
-    if limits[i] ~= '' then
+    local index = math.floor(t / w.ms)
+    local key = held_prefix .. tenant .. ':' .. w.name .. ':' .. index
+    if limits[i] ~= '' and not (holds[i] and string.match(holds[i], '^(.*) ') == key) then
       local limit = tonumber(limits[i])
-      local index = math.floor(t / w.ms)
       local used = tonumber(redis.call('GET', usage_prefix .. tenant .. ':' .. w.name .. ':' .. index) or '0')
-      local key = held_prefix .. tenant .. ':' .. w.name .. ':' .. index
       local held = tonumber(redis.call('GET', key) or '0')
       if used + held >= limit then return nil, {-20, w.budget, used, held, limit, w.ms - t % w.ms} end
       plan[#plan + 1] = {w.name, key, math.min(tonumber(ceiling), limit - used - held), w.ttl}
@@ -46,8 +50,18 @@ local function budget_keep(job, window, counter, left)
   end
 end
 
+-- Gives back what the job holds in `window` (a hold of a window that has passed, before a new one).
+local function budget_drop(job, window)
+  local held = nil
+  if window == 'day' then held = redis.call('HGET', job, 'budget_day') else held = redis.call('HGET', job, 'budget_minute') end
+  if not held then return end
+  local counter, left = string.match(held, '^(.*) (%d+)$')
+  if tonumber(left) > 0 and redis.call('EXISTS', counter) == 1 then redis.call('DECRBY', counter, tonumber(left)) end
+end
+
 local function budget_hold(job, plan)
   for _, p in ipairs(plan) do
+    budget_drop(job, p[1])
     redis.call('INCRBY', p[2], p[3])
     redis.call('EXPIRE', p[2], p[4])
     budget_keep(job, p[1], p[2], p[3])
