@@ -9,17 +9,19 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 
 from gateway.auth import Tenant
+from gateway.budgets import counted
 from gateway.jobs import JobId, owned
 from gateway.state import GatewayState, State
-from store.jobstore import JobNotFound
+from gateway.submission import queue_full
+from store.jobstore import JobNotFound, QueueAtLimit
 from toolq.api import ApprovalDecision, ErrorBody, JobView, ToolResult
-from toolq.errors import JobNotFoundError
+from toolq.errors import BudgetExhausted, JobNotFoundError
 from toolq.limits import MAX_ANSWERS
 from toolq.protocol import ActionKind
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 409, 413, 422)}
+_ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorBody} for code in (401, 404, 409, 413, 422, 429)}
 
 
 @router.post("/{job_id}/tool_results", response_model=JobView, responses=_ERRORS)
@@ -33,7 +35,10 @@ async def post_tool_results(
 
     Calls may be answered over several posts; the job resumes once none is missing. 409 when a
     call was already answered or the job is not paused (or has ended); 422 for a call the job
-    does not wait on, or one that waits on an approval instead."""
+    does not wait on, or one that waits on an approval instead; 429 ``queue_full`` (with
+    Retry-After) when the answers would resume the job and the queue bounds refuse it, as they
+    would a new job, or 429 ``budget_exhausted`` when its tenant's token budget has no room:
+    nothing is recorded, post them again."""
     return await answer_calls(state, tenant, job_id, [(r.tool_call_id, r.answer()) for r in results], "client")
 
 
@@ -62,3 +67,7 @@ async def answer_calls(
         return (await owned(state, job_id, tenant)).view()
     except JobNotFound:
         raise JobNotFoundError.of(job_id) from None
+    except QueueAtLimit as e:  # the resumed attempt meets a new job's admission (store/admission.py)
+        raise queue_full(e, tenant, state) from None
+    except BudgetExhausted as e:  # and its budgets (store/budget_holds.py)
+        raise counted(state, tenant, e) from None

@@ -19,14 +19,14 @@ from typing import NamedTuple
 
 from starlette.requests import Request
 
-from gateway.budgets import check_budgets
+from gateway.budgets import check_budgets, counted
 from gateway.limits import apply_caps
 from gateway.state import GatewayState
 from store.affinity import preferred_worker
 from store.conversation_keys import request_keys
 from store.fleet import queue_depths
 from store.jobstore import NotSubmitted, QueueAtLimit
-from toolq.errors import QueueFull, ToolqError
+from toolq.errors import BudgetExhausted, QueueFull, ToolqError
 from toolq.protocol import Event, JobRequest
 from toolq.tenants import TenantPolicy, policy_of
 from toolq.tracing import current_carrier, entry_kind, genai, span
@@ -116,6 +116,8 @@ async def _enqueue(
         )
     except QueueAtLimit as e:
         raise queue_full(e, tenant, state) from None
+    except BudgetExhausted as e:  # charged in the submit script itself (store/budget_holds.py)
+        raise counted(state, tenant, e) from None
     except NotSubmitted:
         assert refusal is not None
         raise refusal from None

@@ -13,13 +13,14 @@ from fastapi import APIRouter, Body, Path, Query
 from pydantic import SkipValidation
 
 from gateway.auth import Tenant
+from gateway.budgets import counted
 from gateway.off_loop import validated
 from gateway.state import GatewayState, State
 from gateway.submission import admit, queue_full
 from store.admission import QueueAtLimit
 from store.threads import RunRejected, ThreadInfo, ThreadLimits, ThreadNotFound, ThreadStore
 from toolq.api import ErrorBody
-from toolq.errors import RunActive, ThreadNotFoundError
+from toolq.errors import BudgetExhausted, RunActive, ThreadNotFoundError
 from toolq.protocol import JobStatus
 from toolq.thread_api import (
     MAX_PAGE,
@@ -199,6 +200,8 @@ async def create_run(
             raise RunActive(str(e), field="multitask_strategy") from None
         except QueueAtLimit as e:
             raise queue_full(e, tenant, state) from None
+        except BudgetExhausted as e:  # charged in the run's script (store/budget_holds.py)
+            raise counted(state, tenant, e) from None
         if s.is_recording():
             s.set_attribute(genai.JOB_ID, placed.job_id)
     return RunAccepted(

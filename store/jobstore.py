@@ -21,7 +21,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from store import affinity, arq_link, deliveries, keys
+from store import affinity, arq_link, budget_holds, deliveries, keys
 from store.admission import NotSubmitted, QueueAtLimit, QueueBounds, TenantQueueAtLimit, refusal
 from store.arq_link import connect
 from store.durability import Durability
@@ -214,7 +214,9 @@ class JobStore:
         With an idempotency key, the same key from the same tenant returns the first job while it
         exists, before anything else is checked (a key whose job has expired starts a new one).
         Raises QueueAtLimit (TenantQueueAtLimit for the tenant's own limit) when the store's queue
-        bounds refuse it (store/admission.py; ``max_queue_depth`` overrides their depth). With
+        bounds refuse it (store/admission.py; ``max_queue_depth`` overrides their depth), and
+        BudgetExhausted when the policy's token budgets have no room left for it; otherwise the
+        job reserves its token ceiling against them in the same step (store/budget_holds.py). With
         ``model`` None it only hands back the job the key names, and raises NotSubmitted when there
         is none: a caller whose own checks refused the job asks so whether it is a retry.
         ``policy`` (default: the bounds' policy of the tenant) records the tenant's weight and
@@ -274,9 +276,12 @@ class JobStore:
             prefer=prefer,
             prefer_wait_ms=self.affinity_wait_ms,
             worker_wake_prefix=keys.worker_wake(model or "", ""),
+            **budget_holds.script_args(request, policy),
         )
         if code == -2:
             raise NotSubmitted("the idempotency key names no job")
+        if code == budget_holds.REFUSED:
+            raise budget_holds.refusal(tenant, [code, value, *rest])
         if code < 0:
             assert model is not None
             raise refusal(
@@ -452,7 +457,11 @@ class JobStore:
 
         Refuses, changing nothing: JobNotFound (no such job, or not ``tenant``'s), JobAlreadyEnded,
         NotPaused (queued or running), UnknownToolCall, WrongActionKind, AlreadyAnswered (earlier,
-        or twice in ``answers``).
+        or twice in ``answers``), and QueueAtLimit when the answers would resume the job and the
+        store's queue bounds refuse it, as they would a new job (store/admission.py), or
+        BudgetExhausted when its tenant's token budgets have no room in a window the job holds
+        nothing in (store/budget_holds.py): the answers are not recorded, so the same post can be
+        made again.
         """
         for _ in range(8):  # -4: someone else answered between our read and our write: look again
             rec = await self.record(job_id)
@@ -467,7 +476,9 @@ class JobStore:
             queued = QueuedData(attempt=attempt + 1, resumed=JobStatus.requires_action.value)
             head, tail = _event_parts(job_id, EventType.queued, queued.to_wire(), ts)
             arq = arq_link.arq_job(job_id, model, attempt + 1, ts)
-            (code, value), acked = await self.durability.write(
+            admission = self.bounds.script_args(rec.tenant)
+            policy = self.bounds.policy(rec.tenant) if self.bounds.tenants else None
+            (code, value, *rest), acked = await self.durability.write(
                 self.redis,
                 self._answer,
                 job=keys.job(job_id),
@@ -491,8 +502,20 @@ class JobStore:
                 fair=self.fair,
                 prefer_wait_ms=self.affinity_wait_ms,
                 worker_wake_prefix=keys.worker_wake(model, ""),
+                model=model,
+                fair_prefix=keys.FAIR_PREFIX,
+                **admission,
+                job_prefix=keys.JOB_PREFIX,
+                **budget_holds.script_args(rec.request, policy),
             )
-            code, status = int(code), value.decode() if isinstance(value, bytes) else str(value)
+            code = int(code)
+            if code == budget_holds.REFUSED:  # its token budgets have no room: nothing was written
+                raise budget_holds.refusal(rec.tenant, [code, value, *rest])
+            if code <= -10:  # the queue bounds refused the resumed attempt: nothing was written
+                raise refusal(
+                    code + 10, int(value), *map(int, rest), model=model, tenant=rec.tenant, depth=admission["max_depth"]
+                )
+            status = value.decode() if isinstance(value, bytes) else str(value)
             if code == -3:
                 raise JobNotFound(job_id)
             if code in (0, -2):

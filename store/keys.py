@@ -160,6 +160,8 @@ TENANT_CAPS = f"{PREFIX}:tenant-caps"
 TENANT_STARTED = f"{PREFIX}:tenant-started"  # hash: tenant -> jobs dispatch.lua handed to a queue
 
 USAGE_PREFIX = f"{PREFIX}:usage:"
+# Counters: the tokens a tenant's unfinished jobs hold against one budget window (store/budget_holds.py)
+BUDGET_HELD_PREFIX = f"{PREFIX}:budget-held:"
 
 # Affinity (store/affinity.py): which conversations each worker holds, and a job's offer to
 # the worker that holds its prefix before any other (store/lua/dispatch.lua).
@@ -203,6 +205,11 @@ def usage_total(tenant: str) -> str:
 def usage_window(tenant: str, window: str, index: int) -> str:
     """Counter: a tenant's tokens in one window (``minute`` or ``day``, numbered from the epoch)."""
     return f"{USAGE_PREFIX}{tenant}:{window}:{index}"
+
+
+def budget_held(tenant: str, window: str, index: int) -> str:
+    """Counter: the tokens a tenant's unfinished jobs reserved in one window (store/lua/lib/budget.lua)."""
+    return f"{BUDGET_HELD_PREFIX}{tenant}:{window}:{index}"
 
 
 # Webhook deliveries (store/deliveries.py). emit.lua and pause.lua record a delivery in the

@@ -86,6 +86,8 @@ SCRIPT_ONLY = (
     "th_wake",
     "th_wake_backlog",
     "counted_tokens",  # tokens already in the tenant's minute/day windows (emit.lua)
+    "budget_day",  # "<counter> <tokens>" the job still holds against its tenant's budgets (budget.lua)
+    "budget_minute",
     "th_fair",  # the fair-share prefix when the run takes its tenant's fair turn, else ''
     "th_priority",  # the run's priority within its tenant, for that turn
     "th_prefer_wait",  # how long the run is left to the worker that ran the thread's last run

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from store import arq_link, keys
+from store import arq_link, budget_holds, keys
 from store.admission import refusal
 from store.jobstore import JobStore, _event_parts
 from store.scripts import Script
@@ -346,9 +346,11 @@ class ThreadStore:
     ) -> RunPlaced:
         """A run of ``request`` (its messages are the new input) on the thread, placed by
         ``strategy`` against the active run; its first ``lead`` messages stay ahead of the thread's
-        and out of it (instructions). Raises ThreadNotFound, RunRejected, and QueueAtLimit when
+        and out of it (instructions). Raises ThreadNotFound, RunRejected, QueueAtLimit when
         the store's queue bounds refuse it, as for a submit (store/admission.py): a run that
-        waits behind the thread's active run counts as one of its tenant's queued jobs.
+        waits behind the thread's active run counts as one of its tenant's queued jobs, and
+        BudgetExhausted when its token budgets have no room (it reserves its ceiling, as a submit
+        does: store/budget_holds.py).
 
         Under fair share (the JobStore's ``fair``) a run, whether it starts at once or when the run
         before it ends, waits in its tenant's set for its fair turn as a submitted job does;
@@ -412,7 +414,10 @@ class ThreadStore:
             webhook=request.webhook.model_dump_json() if request.webhook else None,
             max_messages=self.max_messages(tenant),
             input_count=len(request.messages) - lead,
+            **budget_holds.script_args(request, policy),
         )
+        if int(code) == budget_holds.REFUSED:  # its token budgets have no room (budget.lua); nothing was written
+            raise budget_holds.refusal(tenant, [code, active, *rest])
         if int(code) == -5:
             raise self._too_many_messages(tenant, thread_id, int(active), len(request.messages) - lead)
         if int(code) <= -10:  # the queue bounds refused it (admit.lua); nothing was written

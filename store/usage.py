@@ -10,7 +10,8 @@
 - the running total (prompt, completion, tokens, jobs) is added once per job, with its terminal
   event.
 
-Windows are on Redis's clock, the one every gateway shares.
+Windows are on Redis's clock, the one every gateway shares. Beside each window, what the
+tenant's unfinished jobs reserved against its budgets (store/budget_holds.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class TenantUsage:
     completion_tokens: int
     tokens: int
     jobs: int  # jobs counted (ended)
+    minute_held: int = 0  # tokens its unfinished jobs reserved this minute (store/budget_holds.py)
+    day_held: int = 0  # and today
 
     def retry_after_s(self, window_ms: int) -> int:
         """Seconds until the current window ends (at least 1)."""
@@ -47,7 +50,9 @@ async def read_usage(redis: Any, tenant: str) -> TenantUsage:
         pipe.get(keys.usage_window(tenant, "minute", now // MINUTE_MS))
         pipe.get(keys.usage_window(tenant, "day", now // DAY_MS))
         pipe.hgetall(keys.usage_total(tenant))
-        minute, day, total = await pipe.execute()
+        pipe.get(keys.budget_held(tenant, "minute", now // MINUTE_MS))
+        pipe.get(keys.budget_held(tenant, "day", now // DAY_MS))
+        minute, day, total, minute_held, day_held = await pipe.execute()
     t = {k.decode(): int(v) for k, v in (total or {}).items()}
     return TenantUsage(
         tenant=tenant,
@@ -58,4 +63,6 @@ async def read_usage(redis: Any, tenant: str) -> TenantUsage:
         completion_tokens=t.get("completion_tokens", 0),
         tokens=t.get("tokens", 0),
         jobs=t.get("jobs", 0),
+        minute_held=int(minute_held or 0),
+        day_held=int(day_held or 0),
     )

@@ -8,8 +8,9 @@ to policy; the tenant ``"*"`` is the default for every tenant not named, e.g.::
 
 Where each part is enforced: the weight and the running cap by the fair choice of the next job
 (store/lua/dispatch.lua, fed by each submit); the queued cap by every submission's
-admission (store/admission.py); the per-minute and per-day budgets at
-submission (a 429 naming the budget); the per-job cap by the worker, between rounds (the job ends
+admission (store/admission.py); the per-minute and per-day budgets
+in the same step, each job reserving its token ceiling (store/budget_holds.py; a 429 naming the
+budget); the per-job cap by the worker, between rounds (the job ends
 with ``error`` / ``budget_exceeded``).
 """
 

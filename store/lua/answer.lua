@@ -8,13 +8,23 @@
 -- With fair share on (`fair` '1') the resumed attempt waits for its tenant's fair turn, as a
 -- submitted job does (submit.lua), so a tenant's caps and share hold across pauses.
 --
+-- A resumed attempt joins the queue as a new job does: it meets the same bounds (admit.lua: the
+-- model's depth, the tenant's share of a full queue, its max_queued) in this same step, before
+-- anything is written. A refusal changes nothing (the answers are not recorded, the job stays
+-- paused), so the caller can post the same answers again once the queue has room. So do the
+-- tenant's token budgets (budget.lua): the job kept its reservation while paused, and a window
+-- it holds nothing in (a new minute or day since it was charged) charges it anew, or refuses.
+--
 -- Under fair share the resumed attempt is offered first to the worker that ran the paused one
 -- (the record's `worker`), which may still hold its conversation (affinity_prefer.lua).
 --
 -- include: now.lua
 -- include: arq_enqueue.lua
+-- include: fair_keys.lua
 -- include: fair_enqueue.lua
+-- include: admit.lua
 -- include: affinity_prefer.lua
+-- include: budget.lua
 --
 -- KEYS[1] job             the job record (hash)
 -- KEYS[2] log             the job's event stream
@@ -49,18 +59,41 @@
 -- ARGV[15] fair           '1': wait for a fair turn; '0': straight onto arq's queue
 -- ARGV[16] prefer_wait_ms how long other workers leave the resumed attempt to the paused one's; '' or 0 none
 -- ARGV[17] worker_wake_prefix  store.keys.worker_wake(model, '')
+-- ARGV[18] model          the job's model (its queue, for admit.lua)
+-- ARGV[19] fair_prefix    store.keys.FAIR_PREFIX, for the queue bounds (admit.lua)
+-- ARGV[20] max_depth      the model's queue depth (admit.lua); '' no limit
+-- ARGV[21] max_queued     the tenant's own cap on its queued jobs of the model; '' none
+-- ARGV[22] job_prefix     store.keys.JOB_PREFIX
+-- ARGV[23] usage_prefix   store.keys.USAGE_PREFIX (budget.lua)
+-- ARGV[24] budget_held_prefix  store.keys.BUDGET_HELD_PREFIX
+-- ARGV[25] tokens_per_day the tenant's day budget; '' none
+-- ARGV[26] tokens_per_minute  the tenant's minute budget; '' none
+-- ARGV[27] budget_ceiling the tokens the job reserves (store/budget_holds.py); '' no budget
 --
 -- Returns {1, ''} recorded (answers still missing), {2, seq} recorded and resumed (seq of the
 -- queued event), {0, status} the job ended, {-2, status} the job is not paused, {-3, ''} no such
--- job (or another tenant's), {-4, ''} the record changed since it was read.
+-- job (or another tenant's), {-4, ''} the record changed since it was read, or the queue bounds'
+-- refusal {-10 + admit.lua's code, count, limit, tenants} (-11, -13, -14 as thread_run.lua's), or
+-- budget.lua's {-20, budget, used, held, limit, ms until the window ends}.
 
 local h = redis.call('HMGET', job, 'tenant', 'terminal', 'status', 'attempt', 'actions', 'priority', 'worker')
 if not h[1] or (tenant ~= '' and h[1] ~= tenant) then return {-3, ''} end
 if h[2] == '1' then return {0, h[3]} end
 if h[3] ~= 'requires_action' then return {-2, h[3] or ''} end
 if h[4] ~= attempt or h[5] ~= seen then return {-4, ''} end
+if complete ~= '1' then
+  redis.call('HSET', job, 'actions', actions)
+  return {1, ''}
+end
+local refused = admit(fair_prefix, model, h[1], queue, fair, max_depth, max_queued, job_prefix)
+if refused then
+  refused[1] = refused[1] - 10
+  return refused
+end
+local holds, spent = budget_check(usage_prefix, budget_held_prefix, h[1], tokens_per_day, tokens_per_minute, budget_ceiling, job)
+if spent then return spent end
 redis.call('HSET', job, 'actions', actions)
-if complete ~= '1' then return {1, ''} end
+budget_hold(job, holds)
 redis.call('HINCRBY', job, 'attempt', 1)
 redis.call('HSET', job, 'status', 'queued')
 redis.call('ZREM', paused, job_id)

@@ -11,7 +11,8 @@
 -- that carries a checkpoint and the job's figures so far adds what they add (count_window_tokens).
 -- A job cancelled while it waited for its fair turn stays in its waiting set until
 -- dispatch.lua drops it, as a cancelled job stays on arq's queue until a worker drops it: both
--- count in the queue depth until then.
+-- count in the queue depth until then. The tokens a job reserved against its tenant's budgets
+-- (budget.lua) turn into use as they are counted, and its terminal event gives back the rest.
 --
 -- include: event_write.lua
 -- include: now.lua
@@ -23,6 +24,7 @@
 -- include: thread_turns.lua
 -- include: thread_touch.lua
 -- include: thread_end.lua
+-- include: budget.lua
 --
 -- KEYS[1] job             the job record (hash)
 -- KEYS[2] log             the job's event stream
@@ -79,6 +81,7 @@ local function count_window_tokens(tenant, so_far)
   redis.call('EXPIRE', minute, 120)
   redis.call('INCRBY', day, delta)
   redis.call('EXPIRE', day, 2 * 86400)
+  budget_spend(job, delta)
 end
 
 local seq, ev = write_event(job, log, job_channel, all_channel, head, tail, attempt, only_if_status, maxlen)
@@ -110,6 +113,7 @@ if terminal == '1' then
       redis.call('HINCRBY', total, 'jobs', 1)
     end
   end
+  budget_spend(job, nil)
   thread_end(job, job_id, status, thread_messages, thread_prefix, job_prefix)
 end
 record_webhook(job, job_id, webhook_kind, webhook_id, webhook_delivery, webhook_due, webhook_wake, webhook_job_log, ev)

@@ -9,7 +9,9 @@
 -- With fair share on (`fair` '1') the job waits in its tenant's set (fair_enqueue.lua) with its
 -- arq job stored but not queued; store/lua/dispatch.lua queues it when its turn comes. The
 -- queue bounds (admit.lua: the tenant's own cap, its share of a full queue, the model's ceiling)
--- count the waiting jobs of every tenant as well as arq's queue.
+-- count the waiting jobs of every tenant as well as arq's queue. The tenant's token budgets are
+-- charged in the same step (budget.lua): the job reserves its token ceiling, so parallel submits
+-- never reserve past the budget.
 --
 -- With fair share on and a `prefer`red worker (the live worker that holds the longest prefix of
 -- the job's conversation, store/affinity.py), the job is offered to that worker first
@@ -22,6 +24,7 @@
 -- include: admit.lua
 -- include: job_index.lua
 -- include: affinity_prefer.lua
+-- include: budget.lua
 --
 -- KEYS[1] job                the new job's record (hash)
 -- KEYS[2] log                the new job's event stream
@@ -71,9 +74,15 @@
 -- ARGV[28] prefer_wait_ms    how long the other workers leave it to that worker
 -- ARGV[29] worker_wake_prefix  store.keys.worker_wake(model, ''): a worker's own wake list
 -- ARGV[30] max_queued        the tenant's own cap on its queued jobs of the model; '' none
+-- ARGV[31] usage_prefix      store.keys.USAGE_PREFIX (budget.lua)
+-- ARGV[32] budget_held_prefix  store.keys.BUDGET_HELD_PREFIX
+-- ARGV[33] tokens_per_day    the tenant's day budget; '' none
+-- ARGV[34] tokens_per_minute the tenant's minute budget; '' none
+-- ARGV[35] budget_ceiling    the tokens the job reserves (store/budget_holds.py); '' no budget
 --
 -- Returns {1, job id} created, {0, job id} the job the key already names, {-2, ''} no model was
--- given and the key names no job, or admit.lua's refusal {code, count, limit, tenants}.
+-- given and the key names no job, admit.lua's refusal {code, count, limit, tenants}, or
+-- budget.lua's {-20, budget, used, held, limit, ms until the window ends}.
 
 if idempotency_ttl_s ~= '' then
   local existing = redis.call('GET', idempotency)
@@ -84,10 +93,13 @@ end
 if model == '' then return {-2, ''} end
 local refused = admit(fair_prefix, model, tenant, queue, fair, max_depth, max_queued, job_prefix)
 if refused then return refused end
+local holds, spent = budget_check(usage_prefix, budget_held_prefix, tenant, tokens_per_day, tokens_per_minute, budget_ceiling)
+if spent then return spent end
 if idempotency_ttl_s ~= '' then redis.call('SET', idempotency, job_id, 'EX', idempotency_ttl_s) end
 redis.call('HSET', job, 'request', request, 'model', model, 'tenant', tenant, 'status', 'queued',
            'attempt', 1, 'seq', 1, 'created_ms', created_ms, 'priority', priority)
 if job_tokens ~= '' then redis.call('HSET', job, 'job_tokens', job_tokens) end
+budget_hold(job, holds)
 if webhook ~= '' then redis.call('HSET', job, 'webhook', webhook) end
 index_job(tenant_jobs, all_jobs, job_id, created_ms, index_keep)
 if traceparent ~= '' then redis.call('HSET', job, 'traceparent', traceparent) end

@@ -19,6 +19,7 @@
 -- include: thread_turns.lua
 -- include: thread_touch.lua
 -- include: job_index.lua
+-- include: budget.lua
 --
 -- KEYS[1] thread          the thread's hash
 -- KEYS[2] waiting         the thread's waiting runs (sorted set)
@@ -75,13 +76,19 @@
 -- ARGV[42] webhook        the run's webhook JSON {"url", "events"} (webhook_record.lua); '' none
 -- ARGV[43] max_messages   the most messages the thread may hold; '' no cap
 -- ARGV[44] input_count    how many messages the run's input adds to the thread
+-- ARGV[45] usage_prefix   store.keys.USAGE_PREFIX (budget.lua: the run reserves its token ceiling)
+-- ARGV[46] budget_held_prefix  store.keys.BUDGET_HELD_PREFIX
+-- ARGV[47] tokens_per_day the tenant's day budget; '' none
+-- ARGV[48] tokens_per_minute  the tenant's minute budget; '' none
+-- ARGV[49] budget_ceiling the tokens the run reserves (store/budget_holds.py); '' no budget
 --
 -- Returns {1, ''} started, {2, active} waiting behind the active run, {3, active} waiting while
 -- the active run is being stopped, {-1, active} rejected, {-3, ''} no such thread, or the queue
 -- bounds' refusal {-10 + admit.lua's code, count, limit, tenants}: -11 the model's queue is full,
 -- -13 the tenant's own cap, -14 its share of a full queue; {-5, count, max_messages} the thread
 -- holds too many messages for the run's input (a run's own output may take it past the cap once:
--- it is appended when the run ends, and never refused then). A run that waits behind the active one
+-- it is appended when the run ends, and never refused then); budget.lua's {-20, budget, used, held,
+-- limit, ms until the window ends} when the tenant's token budgets have no room. A run that waits behind the active one
 -- counts as queued (admit_hold) until its turn comes (thread_turns.lua: thread_start).
 
 if redis.call('HGET', thread, 'tenant') ~= tenant then return {-3, ''} end
@@ -104,6 +111,8 @@ if refused then
   refused[1] = refused[1] - 10
   return refused
 end
+local holds, spent = budget_check(usage_prefix, budget_held_prefix, tenant, tokens_per_day, tokens_per_minute, budget_ceiling)
+if spent then return spent end
 
 local turn = redis.call('HINCRBY', thread, 'arrivals', 1)
 redis.call('HSET', job, 'request', req_head .. req_input .. req_tail, 'model', model, 'tenant', tenant,
@@ -115,6 +124,7 @@ redis.call('HSET', job, 'request', req_head .. req_input .. req_tail, 'model', m
            'th_fair', fair_prefix, 'th_priority', priority,
            'th_prefer_wait', prefer_wait_ms, 'th_worker_wake', worker_wake_prefix)
 if job_tokens ~= '' then redis.call('HSET', job, 'job_tokens', job_tokens) end
+budget_hold(job, holds)
 if webhook ~= '' then redis.call('HSET', job, 'webhook', webhook) end
 if traceparent ~= '' then redis.call('HSET', job, 'traceparent', traceparent, 'tracestate', tracestate) end
 if weight ~= '' then redis.call('HSET', weights, tenant, weight) end
