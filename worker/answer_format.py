@@ -1,7 +1,7 @@
 """response_format: the grammar that makes the final answer JSON (matching the caller's schema),
 and the check of the answer once written.
 
-The grammar comes from llama.cpp's own JSON-Schema converter (worker/engine/schema_grammar.py,
+The grammar comes from llama.cpp's own JSON-Schema converter (worker/grammar/schema_grammar.py,
 through the GrammarBuilder), which cannot express every keyword (``minimum``, ``format``...): the
 answer is validated with jsonschema afterwards, and an answer that still does not match ends the
 job with an engine error rather than reaching the caller as if it did.
