@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.grammar.schema_grammar import ArgumentSchemas
 from worker.grammar.budget import GrammarTooLarge, current_budget
 from worker.grammar.check import check_grammar
+from worker.grammar.schema_grammar import ArgumentSchemas
 from worker.grammar.spelling import literal, rule_name
 
 __all__ = ["GrammarBuilder", "literal", "rule_name"]
