@@ -5,7 +5,7 @@ together, or limits set higher than the worker's, can still ask for a grammar th
 worker's memory or block its loop (DESIGN.md, "Facts for hostile input"). So:
 
 - the converter counts the grammar text it writes and refuses, before it writes it, a repetition
-  that would pass ``max_bytes`` (worker/engine/schema_grammar.py); the whole grammar is measured
+  that would pass ``max_bytes`` (worker/grammar/schema_grammar.py); the whole grammar is measured
   again once rendered (worker/grammar/builder.py);
 - ``build`` runs the building in a thread, so the loop's heartbeat and the other slots go on, and
   gives up waiting after ``timeout_s``.
@@ -21,15 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from worker.generation import EngineError
+from worker.grammar.errors import GrammarTooLarge
 
 __all__ = ["GrammarBudget", "GrammarTooLarge", "build", "current_budget"]
 
 T = TypeVar("T")
-
-
-class GrammarTooLarge(EngineError):
-    """A grammar past its size or time budget; the job that asked for it ends with this."""
 
 
 @dataclass(frozen=True)
