@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from worker.generation import EngineError
 
-__all__ = ["GrammarDeadEnd", "GrammarTooLarge"]
+__all__ = ["GrammarBuildFailed", "GrammarDeadEnd", "GrammarTooLarge"]
 
 
 class GrammarTooLarge(EngineError):
@@ -16,3 +16,8 @@ class GrammarTooLarge(EngineError):
 class GrammarDeadEnd(EngineError):
     """A sequence's grammar allows no token where it stands (``grammar_dead_end``): only that
     sequence ends; the others in the batch go on."""
+
+
+class GrammarBuildFailed(EngineError):
+    """A grammar that could not be built for another reason than its budget (a schema the
+    converter cannot read into a valid grammar, a build process that died): ``engine_error``."""
