@@ -54,6 +54,12 @@ def _schema(n: int) -> str:
     )
 
 
+def slow_build(seconds: float) -> str:
+    """A build that takes ``seconds`` (the build process imports this module to run it)."""
+    time.sleep(seconds)
+    return ""
+
+
 def _state(pid: int) -> str:
     """The process's state letter (Z: a zombie, using no CPU), or "gone"."""
     try:
@@ -94,7 +100,7 @@ async def test_a_build_past_its_time_is_killed_and_the_loop_goes_on_meanwhile(po
     task = asyncio.create_task(ticker())
     started = time.monotonic()
     with pytest.raises(GrammarTooLarge, match=r"took longer than 0\.3 s .*the build was stopped"):
-        await pool.run(time.sleep, (30,), GrammarBudget(timeout_s=0.3), "the grammar")
+        await pool.run(slow_build, (30,), GrammarBudget(timeout_s=0.3), "the grammar")
     waited = time.monotonic() - started
     task.cancel()
     assert 0.3 <= waited < 0.8
@@ -113,7 +119,7 @@ async def test_a_build_past_its_time_is_killed_and_the_loop_goes_on_meanwhile(po
 async def test_a_build_cancelled_with_its_job_is_killed(pool):
     await pool.ready()
     (pid,) = pool.pids()
-    build = asyncio.create_task(pool.run(time.sleep, (30,), GrammarBudget(timeout_s=20), "the grammar"))
+    build = asyncio.create_task(pool.run(slow_build, (30,), GrammarBudget(timeout_s=20), "the grammar"))
     await asyncio.sleep(0.2)
     build.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -127,13 +133,13 @@ async def test_a_failed_build_is_remembered_by_digest_and_refused_at_once(pool):
     with pytest.raises(GrammarTooLarge, match="budget of 16384 bytes") as first:
         await builds.get(["answer", _schema(8)], schema_grammar_text, (_schema(8),), "the grammar")
     with pytest.raises(GrammarTooLarge, match=r"took longer than 0\.5 s"):
-        await builds.get(["slow"], time.sleep, (30,), "the grammar")
+        await builds.get(["slow"], slow_build, (30,), "the grammar")
     runs = pool.runs
     started = time.monotonic()
     with pytest.raises(GrammarTooLarge) as again:
         await builds.get(["answer", _schema(8)], schema_grammar_text, (_schema(8),), "the grammar")
     with pytest.raises(GrammarTooLarge, match=r"took longer than 0\.5 s"):
-        await builds.get(["slow"], time.sleep, (30,), "the grammar")
+        await builds.get(["slow"], slow_build, (30,), "the grammar")
     assert time.monotonic() - started < 0.05 and pool.runs == runs  # no process asked
     assert str(again.value) == str(first.value)
     # a grammar built is kept too; a different budget is a different digest
