@@ -431,6 +431,7 @@ class ErrorCode(str, Enum):
     tool_service_unavailable = "tool_service_unavailable"
     engine_error = "engine_error"
     grammar_too_large = "grammar_too_large"  # the tools' or the answer's grammar passed the worker's budget
+    grammar_dead_end = "grammar_dead_end"  # the output reached a point where its grammar allows no token
     worker_lost = "worker_lost"
     budget_exceeded = "budget_exceeded"  # the job's tokens across its rounds passed its tenant's cap
     internal = "internal"

@@ -1,7 +1,7 @@
 """response_format: the grammar that makes the final answer JSON (matching the caller's schema),
 and the check of the answer once written.
 
-The grammar comes from llama.cpp's own JSON-Schema converter (worker/engine/schema_grammar.py,
+The grammar comes from llama.cpp's own JSON-Schema converter (worker/grammar/schema_grammar.py,
 through the GrammarBuilder), which cannot express every keyword (``minimum``, ``format``...): the
 answer is validated with jsonschema afterwards, and an answer that still does not match ends the
 job with an engine error rather than reaching the caller as if it did.
@@ -16,7 +16,7 @@ from typing import Any
 from toolq.protocol import ResponseFormat
 from toolq.re2_validator import Re2Draft202012Validator
 from worker.generation import EngineError
-from worker.grammar import GrammarBuilder
+from worker.grammar.tasks import schema_grammar_text
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
@@ -29,17 +29,20 @@ def _schema(fmt: ResponseFormat) -> dict[str, Any]:
     return fmt.json_schema if fmt.type == "json_schema" and fmt.json_schema is not None else _ANY_OBJECT
 
 
+def answer_schema_json(fmt: ResponseFormat) -> str:
+    """The schema an answer of this format must match, as the JSON its grammar is built from."""
+    return json.dumps(_schema(fmt), sort_keys=True)
+
+
 @lru_cache(maxsize=64)
 def _grammar(schema_json: str) -> str:
-    builder = GrammarBuilder()
-    rule = builder.schema(json.loads(schema_json), "answer")
-    builder.add("root", rule)
-    return builder.render()
+    return schema_grammar_text(schema_json)
 
 
 def answer_grammar(fmt: ResponseFormat) -> str:
-    """GBNF for one JSON value of the format's schema (any object for json_object); checked."""
-    return _grammar(json.dumps(_schema(fmt), sort_keys=True))
+    """GBNF for one JSON value of the format's schema (any object for json_object); checked,
+    in this process (for tests and tools; the worker builds it in a build process)."""
+    return _grammar(answer_schema_json(fmt))
 
 
 def answer_problem(fmt: ResponseFormat, text: str) -> str | None:

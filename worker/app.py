@@ -73,7 +73,12 @@ def build_loop(settings: WorkerSettings, engine: Engine, tools: ToolResolver) ->
         tools,
         tool_timeout_s=settings.tool_timeout_s,
         prompt_variant=settings.prompt_variant,
-        grammar_budget=GrammarBudget(settings.grammar_max_bytes, settings.grammar_build_timeout_s),
+        grammar_budget=GrammarBudget(
+            settings.grammar_max_bytes,
+            settings.grammar_build_timeout_s,
+            settings.grammar_build_processes,
+            settings.grammar_failures_remembered,
+        ),
     )
 
 

@@ -15,7 +15,7 @@ from toolq.protocol import ErrorCode, FinishReason
 from toolq.tools import UnknownToolError
 from worker.conversation import LoopOutcome
 from worker.generation import ContextLengthExceeded, EngineError
-from worker.grammar.budget import GrammarTooLarge
+from worker.grammar.errors import GrammarDeadEnd, GrammarTooLarge
 
 
 class StopCause(str, Enum):
@@ -108,6 +108,8 @@ def failure(error: BaseException | None) -> Failed:
         return Failed(ErrorCode.context_length_exceeded, str(error), "length")
     if isinstance(error, GrammarTooLarge):
         return Failed(ErrorCode.grammar_too_large, str(error), "error")
+    if isinstance(error, GrammarDeadEnd):
+        return Failed(ErrorCode.grammar_dead_end, str(error), "error")
     if isinstance(error, EngineError):
         return Failed(ErrorCode.engine_error, str(error), "error")
     if isinstance(error, UnknownToolError):

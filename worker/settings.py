@@ -93,6 +93,10 @@ class WorkerSettings(BaseSettings):
     # ends with grammar_too_large and the worker goes on.
     grammar_max_bytes: int = Field(default=256 * 1024, ge=4096)
     grammar_build_timeout_s: float = Field(default=10.0, gt=0)
+    # Grammars build in processes of their own (worker/grammar/pool.py), killed past the timeout;
+    # a failed build is remembered by digest and the same tools refused at once (this many kept).
+    grammar_build_processes: int = Field(default=2, ge=1, le=16)
+    grammar_failures_remembered: int = Field(default=1024, ge=0)
 
     # Jobs
     max_jobs: int | None = Field(default=None, ge=1)  # None: one job per slot of the engine

@@ -128,6 +128,48 @@ async def control_tokens_in_description(http: httpx.AsyncClient, key: str) -> Ou
     return await submit(http, "control_tokens_in_description", key, call_tool("obey", _string_prop(), text))
 
 
+def pattern_tools(salt: str, tools: int = 3, patterns: int = 1500) -> dict:
+    """A job whose tools each hold an anyOf of ``patterns`` tiny ``pattern`` subschemas: within
+    every per-schema bound, linear to build now (it grew with the square of their number), and
+    together past the worker's grammar budget."""
+
+    # two-character anchored patterns (the converter writes only anchored ones), each distinct
+    # (62 * 62 of them), the set shifted by the salt: small enough that 1,500 fit the gateway's
+    # 32 KiB of parameters per tool
+    chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    shift = sum(map(ord, salt))
+
+    def params(t: int) -> dict:
+        codes = ((shift + t * patterns + i) % (62 * 62) for i in range(patterns))
+        one_of = [{"pattern": f"^{chars[c // 62]}{chars[c % 62]}$"} for c in codes]
+        return {"type": "object", "properties": {"v": {"anyOf": one_of}}, "required": ["v"]}
+
+    return {
+        "messages": [{"role": "user", "content": "Pick one."}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": f"pick{t}", "description": "a tool", "parameters": params(t)},
+                "execution": "client",
+            }
+            for t in range(tools)
+        ],
+        "tool_choice": "required",
+        "max_tokens": 48,
+        "max_iterations": 2,
+    }
+
+
+_BUILDS = iter(range(1 << 30))
+
+
+async def slow_grammar_build(http: httpx.AsyncClient, key: str, salt: str | None = None) -> Outcome:
+    """Tools whose grammar once took many seconds of a worker's CPU to build (DESIGN.md, "Facts
+    for isolation"): a new salt each time, so each is a new build, not a remembered failure."""
+    body = pattern_tools(salt if salt is not None else f"s{next(_BUILDS)}")
+    return await submit(http, "slow_grammar_build", key, body)
+
+
 async def oversized_body(http: httpx.AsyncClient, key: str) -> Outcome:
     body = {"messages": [{"role": "user", "content": "x" * (4 << 20)}]}
     return await submit(http, "oversized_body", key, body)
@@ -326,6 +368,7 @@ HOSTILE: tuple[Callable[[httpx.AsyncClient, str], Awaitable[Outcome]], ...] = (
     deep_nesting,
     backtracking_pattern,
     control_tokens_in_description,
+    slow_grammar_build,
     oversized_body,
     private_webhook,
     not_json,

@@ -5,21 +5,19 @@ text, then a lazy grammar from the format's opening tag on. With ``parallel_tool
 trigger, the grammar is one call (``call_grammar``). A round without tools is free text, or the
 answer grammar of ``response_format`` (``worker/answer_format.py``).
 
-Building and checking a grammar takes ~10 ms and a tool set's grammar never changes, so tool
-grammars are cached per (format, tools, mode). A caller's schema can make one much larger, so each
-is built off the event loop within the worker's budget (worker/grammar/budget.py).
+A tool set's grammar never changes, and a caller's schema can make one large and slow to build:
+each is built in a build process within the worker's budget, once, and a failure is remembered
+and refused at once (worker/grammar/builds.py).
 """
 
 from __future__ import annotations
 
-import json
-
 from toolq.protocol import JobRequest, ResponseFormat
-from worker.answer_format import answer_grammar
+from worker.answer_format import answer_schema_json
 from worker.formats.base import ToolCallFormat, ToolDefinition
-from worker.grammar.budget import GrammarBudget, build
-
-GRAMMAR_CACHE = 256  # distinct (tool set, mode) grammars kept
+from worker.grammar.budget import GrammarBudget
+from worker.grammar.builds import GRAMMAR_CACHE, GrammarBuilds
+from worker.grammar.tasks import schema_grammar_text, tool_grammar
 
 # (GBNF grammar, lazy trigger): None, None is free text
 Constraint = tuple[str | None, str | None]
@@ -27,16 +25,18 @@ Constraint = tuple[str | None, str | None]
 
 class ToolGrammars:
     """Tool-call grammars, built once per (format, tools, mode), and answer grammars; each built
-    off the event loop within ``budget``."""
+    in a build process within ``budget``."""
 
     def __init__(self, size: int = GRAMMAR_CACHE, budget: GrammarBudget | None = None):
-        self.size = size
-        self.budget = budget or GrammarBudget()
-        self._built: dict[tuple[str, str, bool], str] = {}
+        self.builds = GrammarBuilds(budget, size=size)
+        self.budget = self.builds.budget
 
     async def answer(self, fmt: ResponseFormat) -> str:
         """The grammar of an answer in the response format (worker/answer_format.py)."""
-        return await build(lambda: answer_grammar(fmt), self.budget, "the response format's grammar")
+        schema = answer_schema_json(fmt)
+        return await self.builds.get(
+            ["answer", schema], schema_grammar_text, (schema,), "the response format's grammar"
+        )
 
     async def answer_constraint(self, request: JobRequest) -> Constraint:
         """A round without tools: the answer, free or in the request's response format."""
@@ -50,15 +50,7 @@ class ToolGrammars:
         if not required and fmt.trigger is None:
             return None, None  # no opening tag to start a lazy grammar from
         single = not parallel and fmt.trigger is not None
-        key = (fmt.name, json.dumps(tools, sort_keys=True), single)
-        grammar = self._built.get(key)
-        if grammar is None:
-            grammar = await build(
-                (lambda: fmt.call_grammar(tools)) if single else (lambda: fmt.grammar(tools, required=True)),
-                self.budget,
-                "the tools' grammar",
-            )
-            self._built[key] = grammar
-            while len(self._built) > self.size:
-                self._built.pop(next(iter(self._built)))
+        grammar = await self.builds.get(
+            ["tools", fmt.name, tools, single], tool_grammar, (fmt, tools, single), "the tools' grammar"
+        )
         return grammar, (None if required else fmt.trigger)

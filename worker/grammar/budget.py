@@ -1,35 +1,29 @@
-"""Every grammar is built off the worker's event loop, within a size and a time budget.
+"""Every grammar is built within a size and a time budget, off the worker's event loop.
 
 What the gateway admits is bounded already (toolq/schema_bounds.py), but a request's tools
 together, or limits set higher than the worker's, can still ask for a grammar that would take the
-worker's memory or block its loop (DESIGN.md, "Facts for hostile input"). So:
+worker's memory or its CPU (DESIGN.md, "Facts for hostile input"). So:
 
 - the converter counts the grammar text it writes and refuses, before it writes it, a repetition
-  that would pass ``max_bytes`` (worker/engine/schema_grammar.py); the whole grammar is measured
+  that would pass ``max_bytes`` (worker/grammar/schema_grammar.py); the whole grammar is measured
   again once rendered (worker/grammar/builder.py);
-- ``build`` runs the building in a thread, so the loop's heartbeat and the other slots go on, and
-  gives up waiting after ``timeout_s``.
+- a build runs in a build process (worker/grammar/pool.py), which is killed at ``timeout_s``;
+- a build that failed is remembered by its digest (worker/grammar/builds.py): the same tools are
+  refused at once, with the same error.
 
 Either way the job ends with ``grammar_too_large`` (worker/endings.py) and the worker goes on.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TypeVar
 
-from worker.generation import EngineError
+from worker.grammar.errors import GrammarTooLarge
 
-__all__ = ["GrammarBudget", "GrammarTooLarge", "build", "current_budget"]
-
-T = TypeVar("T")
-
-
-class GrammarTooLarge(EngineError):
-    """A grammar past its size or time budget; the job that asked for it ends with this."""
+__all__ = ["GrammarBudget", "GrammarTooLarge", "current_budget", "use_budget"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +34,8 @@ class GrammarBudget:
     # thread, where every slot waits on it. 256 KiB holds 5 such tools.
     max_bytes: int = 256 * 1024
     timeout_s: float = 10.0
+    processes: int = 2  # build processes (TOOLQ_GRAMMAR_BUILD_PROCESSES)
+    remembered_failures: int = 1024  # failed builds refused at once (TOOLQ_GRAMMAR_FAILURES_REMEMBERED)
 
 
 _DEFAULT = GrammarBudget()
@@ -47,24 +43,15 @@ _BUDGET: contextvars.ContextVar[GrammarBudget | None] = contextvars.ContextVar("
 
 
 def current_budget() -> GrammarBudget:
-    """The budget of the grammar being built (the default outside ``build``)."""
+    """The budget of the grammar being built (the default outside ``use_budget``)."""
     return _BUDGET.get() or _DEFAULT
 
 
-async def build(make: Callable[[], T], budget: GrammarBudget, what: str = "the grammar") -> T:
-    """``make()`` in a thread under ``budget``; GrammarTooLarge when it passes it."""
-
-    def run() -> T:
-        _BUDGET.set(budget)  # the thread runs in a copy of the caller's context
-        return make()
-
-    task = asyncio.ensure_future(asyncio.to_thread(run))
+@contextmanager
+def use_budget(budget: GrammarBudget) -> Iterator[None]:
+    """Build under ``budget`` (a build process sets it around each task)."""
+    token = _BUDGET.set(budget)
     try:
-        # shield: a timeout stops the wait, not the thread (it cannot be stopped, and the size
-        # budget ends it soon); the thread's result is then dropped
-        return await asyncio.wait_for(asyncio.shield(task), budget.timeout_s)
-    except asyncio.TimeoutError:
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        raise GrammarTooLarge(
-            f"building {what} took longer than {budget.timeout_s:g} s (TOOLQ_GRAMMAR_BUILD_TIMEOUT_S)"
-        ) from None
+        yield
+    finally:
+        _BUDGET.reset(token)

@@ -1,7 +1,7 @@
 """Building a format's GBNF grammar: its own rules, argument schemas, and the {name, arguments} call.
 
 A format adds the rules that spell its tags and layout; argument schemas go through llama.cpp's
-own JSON-Schema converter (worker/engine/schema_grammar.py), writing into the same rule table;
+own JSON-Schema converter (worker/grammar/schema_grammar.py), writing into the same rule table;
 ``render`` checks the result before anyone can hand it to llama.cpp.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.engine.schema_grammar import ArgumentSchemas
 from worker.grammar.budget import GrammarTooLarge, current_budget
 from worker.grammar.check import check_grammar
+from worker.grammar.schema_grammar import ArgumentSchemas
 from worker.grammar.spelling import literal, rule_name
 
 __all__ = ["GrammarBuilder", "literal", "rule_name"]

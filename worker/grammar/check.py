@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-__all__ = ["GrammarError", "check_grammar", "checked_rules"]
+__all__ = ["GrammarError", "check_grammar", "checked_rules", "rule_refs"]
 
 
 class GrammarError(ValueError):
@@ -265,6 +265,16 @@ def _walk_items(alternatives):
             yield item
             if item[0][0] == "group":
                 yield from _walk_items(item[0][1])
+
+
+def rule_refs(body: str) -> set[str]:
+    """The rule names one rule's body refers to (GrammarError when it does not parse)."""
+    p = _Parser(f"x ::= {body}\n")
+    try:
+        p.parse()
+    except RecursionError:
+        raise GrammarError("the grammar nests too deeply to check") from None
+    return {ref for ref, _owner, _offset in p.refs}
 
 
 def check_grammar(text: str) -> None:

@@ -12,6 +12,7 @@ from toolq.tools import UnknownToolError
 from worker.conversation import LoopOutcome, LoopState
 from worker.endings import Cancelled, Failed, Finished, HandedBack, Paused, StopCause, classify
 from worker.generation import ContextLengthExceeded, EngineError
+from worker.grammar.errors import GrammarBuildFailed, GrammarDeadEnd, GrammarTooLarge
 
 
 def outcome(finish: str = "stop", *kinds: str) -> LoopOutcome:
@@ -54,6 +55,9 @@ def test_cancel_and_timeout_without_an_outcome():
         (KeyError("a key deep inside a tool source"), ErrorCode.internal, "error"),  # only UnknownToolError
         (ContextLengthExceeded(900, 512), ErrorCode.context_length_exceeded, "length"),
         (EngineError("decode failed"), ErrorCode.engine_error, "error"),
+        (GrammarTooLarge("past the budget"), ErrorCode.grammar_too_large, "error"),
+        (GrammarDeadEnd("no token fits"), ErrorCode.grammar_dead_end, "error"),
+        (GrammarBuildFailed("cannot be built"), ErrorCode.engine_error, "error"),
         (None, ErrorCode.internal, "error"),
     ],
 )

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import copy
 import json
+from itertools import islice
 from typing import Any
 
 from llama_cpp.llama_grammar import INVALID_RULE_CHARS_RE, PRIMITIVE_RULES, SPACE_RULE, BuiltinRule, SchemaConverter
 
 from toolq.schema_bounds import pattern_repetitions
 from worker.grammar.budget import GrammarTooLarge, current_budget
-from worker.grammar.check import check_grammar
+from worker.grammar.check import check_grammar, rule_refs
 from worker.grammar.spelling import literal
 
 __all__ = ["MAX_DEPTH", "ArgumentSchemas"]
@@ -90,13 +91,13 @@ class ArgumentSchemas(SchemaConverter):
             return self.primitive("value")
         if "enum" in schema and not (isinstance(schema["enum"], list) and schema["enum"]):
             schema = {k: v for k, v in schema.items() if k != "enum"}  # an empty enum would match nothing
-        before = (set(self._rules), set(self._ref_names))
+        before = self._mark()
         self._depth += 1
         try:
             self._afford(schema, name)
             rule = super().visit(schema, name)
             if any(k in schema for k in _CHECKED_KEYWORDS):
-                self._check_added(before[0], rule)
+                self._check_added(before, rule)
             return rule
         except GrammarTooLarge:
             raise
@@ -116,13 +117,13 @@ class ArgumentSchemas(SchemaConverter):
         target = self._refs[ref]  # KeyError when unresolved: the visit of the $ref falls back
         name = self._free_name(f"{self._prefix}-{ref.rsplit('/', 1)[-1]}")
         self._ref_names[ref] = name
-        before = (set(self._rules), set(self._ref_names))
+        before = self._mark()
         self._resolving.add(name)
         try:
             rule = self.visit(target, name)
             if rule != name:
                 self._rules[name] = rule  # a primitive, or a fallback: give it the ref's name
-            self._check_added(before[0], name)  # a recursive definition may recurse on the left
+            self._check_added(before, name)  # a recursive definition may recurse on the left
         except GrammarTooLarge:
             raise
         except Exception:
@@ -196,19 +197,35 @@ class ArgumentSchemas(SchemaConverter):
             candidate = f"{name}-{i}"
         return candidate
 
-    def _forget(self, before: tuple[set[str], set[str]]) -> None:
-        """Drop what a failed conversion added."""
-        rules, refs = before
-        for key in [k for k in self._rules if k not in rules]:
-            del self._rules[key]
-        for ref in [r for r in self._ref_names if r not in refs]:
-            del self._ref_names[ref]
+    # A mark is how many rules and resolved $refs there were. Both tables only ever grow at their
+    # end while a schema is converted (dicts keep insertion order, a rule rewritten keeps its
+    # place) and only what came after a mark is ever dropped, so what a conversion added is the
+    # tail past its mark: found and dropped in time linear in what it added, not in the grammar.
 
-    def _check_added(self, before: set[str], rule: str) -> None:
-        """Check the rules added since ``before`` (raises GrammarError). Rules that existed then,
-        and definitions still being converted, stand in as stubs: they are checked on their own."""
-        added = [k for k in self._rules if k not in before]
-        stubs = (before | self._resolving) - set(added) - {"root"}
+    def _mark(self) -> tuple[int, int]:
+        return len(self._rules), len(self._ref_names)
+
+    def _added(self, mark: tuple[int, int]) -> list[str]:
+        return list(islice(reversed(self._rules), len(self._rules) - mark[0]))[::-1]
+
+    def _forget(self, mark: tuple[int, int]) -> None:
+        """Drop what a failed conversion added."""
+        while len(self._rules) > mark[0]:
+            self._rules.popitem()
+        while len(self._ref_names) > mark[1]:
+            self._ref_names.popitem()
+
+    def _check_added(self, mark: tuple[int, int], rule: str) -> None:
+        """Check the rules added since ``mark`` (raises GrammarError). The rules they refer to that
+        existed before, and definitions still being converted, stand in as stubs: each is checked
+        on its own. Only referenced rules are stubbed, so a check costs what it checks, and a
+        grammar of many checked subschemas builds in linear time."""
+        added = self._added(mark)
+        own = set(added)
+        wanted = {rule}
+        for k in added:
+            wanted.update(rule_refs(self._rules[k]))
+        stubs = {k for k in wanted - own - {"root"} if k in self._rules or k in self._resolving}
         lines = [f"{k} ::= {self._rules[k]}" for k in added]
         lines += [f'{k} ::= "x"' for k in sorted(stubs)]
         lines.append(f"root ::= {rule}")
