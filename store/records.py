@@ -17,6 +17,7 @@ from typing import Any
 
 from toolq.api import JobAccepted, JobView, Links
 from toolq.protocol import (
+    STORED,
     AttemptEnd,
     ErrorCode,
     ErrorInfo,
@@ -218,7 +219,7 @@ class JobRecord:
 
     @cached_property
     def request(self) -> JobRequest:
-        return JobRequest.model_validate_json(self.request_json)
+        return JobRequest.model_validate_json(self.request_json, context=STORED)
 
     @cached_property
     def result(self) -> JobResult | None:

@@ -23,6 +23,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
@@ -135,6 +136,16 @@ ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
 Where = Literal["worker", "service", "client", "mcp"]
 
 
+STORED = {"stored": True}  # validation context: a request read back from the store (JobRecord.request)
+
+
+def stored(info: ValidationInfo) -> bool:
+    """Whether the value is read back from the store, where only a request this protocol checked
+    was written: the costly schema checks (jsonschema's metaschema, about 0.2 ms a subschema, and
+    the bounds walk) are not repeated by every worker that reads it."""
+    return bool(info.context and info.context.get("stored"))
+
+
 class FunctionSpec(_Model):
     name: str
     description: str = Field(default="", max_length=MAX_DESCRIPTION)
@@ -148,8 +159,8 @@ class FunctionSpec(_Model):
         return check_tool_name(v)
 
     @model_validator(mode="after")
-    def _schema(self) -> FunctionSpec:
-        if self.parameters is not None:
+    def _schema(self, info: ValidationInfo) -> FunctionSpec:
+        if self.parameters is not None and not stored(info):
             check_parameters(self.name, self.parameters)
         return self
 
@@ -209,10 +220,12 @@ class ResponseFormat(_Model):
     name: str | None = Field(default=None, max_length=64)
 
     @model_validator(mode="after")
-    def _schema(self) -> ResponseFormat:
+    def _schema(self, info: ValidationInfo) -> ResponseFormat:
         if self.type == "json_schema":
             if self.json_schema is None:
                 raise ValueError("a json_schema response format needs its schema")
+            if stored(info):
+                return self
             size = len(json.dumps(self.json_schema, separators=(",", ":"), ensure_ascii=False))
             if size > MAX_SCHEMA_BYTES:
                 raise ValueError(f"the response format's schema is {size} bytes of JSON, above {MAX_SCHEMA_BYTES}")

