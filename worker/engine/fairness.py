@@ -11,9 +11,9 @@ token 2, divided by the tenant's weight (TOOLQ_TENANTS). Then:
 - while a tenant waits with fewer slots than its weight's share, a tenant over its share gives
   one of its sequences up at a step boundary (``gives_way``);
 - in each step, a tenant whose counter is more than ``quantum`` ahead of the lowest among those
-  with tokens to feed sits the step out, and a prompt chunk takes no more than its tenant's room
-  (``rooms``): so the service gap between two backlogged tenants stays within about a quantum
-  plus one step's tokens.
+  with tokens to feed sits the step out, and its prompt chunk takes no more than its room below
+  that (the lowest takes what the step allows) (``rooms``): so the service gap between two
+  backlogged tenants stays within about a quantum plus one step's tokens.
 
 Alone, a tenant is never held back (work-conserving): the limits apply only between tenants that
 both have work. Pure bookkeeping: the scheduler (worker/engine/scheduler.py) asks it.
@@ -26,7 +26,7 @@ from typing import Protocol, TypeVar
 
 PROMPT_COST = 1.0
 GENERATED_COST = 2.0
-QUANTUM = 64.0  # the lead (in counter units) a tenant may take over the lowest before it gives way
+QUANTUM = 16.0  # the lead (in counter units) a tenant may take over the lowest before it gives way
 
 
 class Tenanted(Protocol):
@@ -87,7 +87,11 @@ class TokenCounters:
         if len(tenants) <= 1:
             return {t: float("inf") for t in tenants}
         low = min(self.counters.get(t, 0.0) for t in tenants)
-        return {t: (low + self.quantum - self.counters.get(t, 0.0)) * w / PROMPT_COST for t, w in tenants.items()}
+        return {
+            t: float("inf") if c == low else (low + self.quantum - c) * w / PROMPT_COST
+            for t, w in tenants.items()
+            for c in [self.counters.get(t, 0.0)]
+        }
 
 
 def first_in_line(counters: TokenCounters | None, waiting: Sequence[T]) -> T:

@@ -95,6 +95,7 @@ class Scheduler:
         self._clock = 0
         self._closed = False
         self._blocked = False  # the queue waits on a disk read
+        self._owed: Generation | None = None  # a slot was set free for it: it goes first
         self._thread = threading.Thread(target=self._run, name="llama-batch", daemon=True)
         self._thread.start()
 
@@ -142,7 +143,7 @@ class Scheduler:
                 self._fail_all(EngineError(f"engine step failed: {e!r}"), keep_waiting=True)
                 self._forget_caches()
 
-    def _poll(self, timeout: float) -> Any:
+    def _poll(self, timeout: float) -> Any:  # the next item of the inbox, or None
         try:
             return self._inbox.get(timeout=timeout) if timeout else self._inbox.get_nowait()
         except queue.Empty:
@@ -159,13 +160,14 @@ class Scheduler:
 
     def _admit(self) -> None:
         """Give waiting sequences a slot while slots are free (or set free for a tenant below its
-        share): the lowest counter's tenant first, each tenant's in arrival order."""
+        share, whose sequence is then owed it): the lowest counter's tenant first, in order."""
         self._blocked = False
         for seq in [s for s in self._waiting if s.request.stop_event.is_set()]:
             self._waiting.remove(seq)
             self._finish(seq, "aborted")
         while self._waiting:
-            seq = first_in_line(self.counters, self._waiting)
+            owed = self._owed if self._owed in self._waiting else None
+            seq = owed or first_in_line(self.counters, self._waiting)
             if all(s.busy for s in self.slots) and not self._set_aside_for(seq):
                 return
             resumed = seq.state is State.SET_ASIDE
@@ -233,6 +235,7 @@ class Scheduler:
         self._waiting.appendleft(victim)
         slot.busy, slot.unsaved = False, self.tiers is not None
         self.stats.set_aside += 1
+        self._owed = seq
         self._count()
         return True
 
@@ -256,7 +259,9 @@ class Scheduler:
         for seq in [s for s in self._running if s.request.stop_event.is_set()]:
             self._finish(seq, "aborted")
         feeding = [s for s in self._running if s.state is not State.RESTORING and s.has_tokens]
-        rooms = self._rooms(feeding)
+        # the prompt tokens each tenant may put in this step (0 or less: it sits the step out)
+        tenants = {s.tenant: s.weight for s in feeding}
+        rooms = self.counters.rooms(tenants) if self.counters else dict.fromkeys(tenants, float("inf"))
         batch = self._batch
         batch.begin()
         for seq in feeding:
@@ -306,13 +311,6 @@ class Scheduler:
             if reason is not None:
                 self._finish(seq, reason)
         return True
-
-    def _rooms(self, feeding: list[Generation]) -> dict[str, float]:
-        """The prompt tokens each feeding tenant may put in this step (0 or less: it sits the
-        step out while a tenant below it feeds)."""
-        if self.counters is None:
-            return {s.tenant: float("inf") for s in feeding}
-        return self.counters.rooms({s.tenant: s.weight for s in feeding})
 
     def _account(self, fed: list[tuple[Generation, list[int]]], n: int, n_generated: int, elapsed: float) -> None:
         """The step's tokens: in each sequence's slot, its tenant's counter and the engine's stats."""
@@ -380,8 +378,7 @@ class Scheduler:
                 return
             seq.future.set_result(result)
 
-    def _count(self) -> None:
-        # before a future is settled, so a caller that sees its result sees the counts after it
+    def _count(self) -> None:  # before a future is settled: its caller sees the counts after it
         self.stats.busy = len(self._running)
         self.stats.waiting = len(self._waiting)
 

@@ -56,7 +56,10 @@ def test_a_tenant_over_the_quantum_sits_the_step_out_and_the_lowest_never_does()
     c = TokenCounters()
     c.charge("a", 1.0, generated=100)  # 200 units ahead
     rooms = c.rooms({"a": 1.0, "b": 1.0})
-    assert rooms["a"] <= 0 < rooms["b"] == QUANTUM
+    assert rooms["a"] <= 0 and rooms["b"] == float("inf")  # the lowest takes what the step allows
+    c.charge("b", 1.0, generated=96)  # a now 8 ahead of b: 8 prompt tokens, twice that at weight 2
+    assert c.rooms({"a": 1.0, "b": 1.0})["a"] == QUANTUM - 8
+    assert c.rooms({"a": 2.0, "b": 1.0})["a"] == 2 * (QUANTUM - 8)
 
 
 def test_a_tenant_returning_from_idle_is_lifted_to_the_lowest_backlogged():
