@@ -53,7 +53,7 @@ def _segments(system: str, user: str) -> list[tuple[str, bool]]:
     ]
 
 
-def a_job(i: int, *, prompt_words: int = 1100, answer: int = 200) -> GenerationRequest:
+def a_job(i: int, *, prompt_words: int = 500, answer: int = 200) -> GenerationRequest:
     """Tenant A's long job: a prompt of about 1,500 tokens of its own, a long answer."""
     notes = " ".join(f"{WORDS[(i * 7 + k) % len(WORDS)]}{(i * 31 + k) % 97}" for k in range(prompt_words))
     return GenerationRequest(
