@@ -270,10 +270,11 @@ class Scheduler:
                 batch.feed(seq, [seq.next_token], sample=True)
                 seq.next_token = None
         n_generated = batch.n
-        # While sequences are generating, each step carries at most prefill_chunk prompt tokens,
-        # so one step (and so a cancel, or the next token of every generating sequence) never
-        # waits long behind a long prompt; with nothing generating, prompts take the whole batch.
-        room = min(self.n_batch, batch.n + self.prefill_chunk) if batch.n else self.n_batch
+        # While sequences are generating (or another tenant waits to), each step carries at most
+        # prefill_chunk prompt tokens, so one step (and so a cancel, or the next token of every
+        # generating sequence) never waits long behind a long prompt; else prompts take it all.
+        other = self.counters is not None and any(s.tenant not in tenants for s in self._waiting)
+        room = min(self.n_batch, batch.n + self.prefill_chunk) if batch.n or other else self.n_batch
         for seq in feeding:
             share = rooms[seq.tenant]
             if batch.n >= room or not seq.pending or share <= 0:
