@@ -11,7 +11,13 @@
   alternate between them, so a change of the machine's load falls on both alike: the difference
   is the latency the scheduler adds.
 
+- Inside the batch (the real bundled model, bench/batch_fairness.py): tenant B's short jobs
+  p95 on a quiet engine and beside tenant A's flood of long prompts and long answers, and their
+  ratio (target 1.5x); the batch's tokens per second with the virtual token counters and
+  without, for one tenant alone and two of equal weight (target 0.95x).
+
 Run: .venv/bin/python bench/bench_fairness.py [--flood 200] [--pickup-jobs 200] [--pickup-only]
+     [--batch-only] [--b-jobs 12] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -153,7 +159,12 @@ def main() -> None:
     ap.add_argument("--flood", type=int, default=200, help="tenant A's flood")
     ap.add_argument("--pickup-jobs", type=int, default=200)
     ap.add_argument("--pickup-only", action="store_true", help="only the pickup latency")
+    ap.add_argument("--batch-only", action="store_true", help="only tenants inside one batch (real model)")
+    ap.add_argument("--b-jobs", type=int, default=12, help="B's jobs quiet, and again beside A's flood")
+    ap.add_argument("--rounds", type=int, default=3, help="throughput runs, counters on and off alternating")
     args = ap.parse_args()
+    if args.batch_only:
+        return in_batch(args.b_jobs, args.rounds)
     server = RedisServer()
     server.start()
     url = server.url + "/0"
@@ -184,6 +195,39 @@ def main() -> None:
         )
     finally:
         server.stop()
+    if not args.pickup_only:
+        in_batch(args.b_jobs, args.rounds)
+
+
+def in_batch(b_jobs: int, rounds: int) -> None:
+    """Tenants inside one engine's batch, on the real model (bench/batch_fairness.py)."""
+    from bench import batch_fairness as bf
+
+    print("inside the batch (real model, 1 engine, 4 slots, prompt chunk 32, host tier on)")
+    eng = bf.engine(fair=True)
+    try:
+        got = bf.beside_flood(eng, b_jobs=b_jobs)
+    finally:
+        eng.close()
+    print(
+        f"  B's job p95 quiet {got['quiet_p95'] * 1000:6.0f} ms, beside A's flood {got['beside_p95'] * 1000:6.0f} ms:"
+        f" {got['ratio']:.2f}x (target <= 1.5x)"
+        f"   [p50 {got['quiet_p50'] * 1000:.0f} / {got['beside_p50'] * 1000:.0f} ms;"
+        f" A meanwhile: {got['a_tokens']:.0f} tokens, {got['a_done']:.0f} jobs done;"
+        f" sequences set aside {got['set_aside']:.0f}]"
+    )
+    for name, tenants in (("one tenant alone", {"a": 4}), ("two equal tenants", {"a": 2, "b": 2})):
+        on: list[float] = []
+        off: list[float] = []
+        for _ in range(rounds):
+            for fair, out in ((True, on), (False, off)):
+                eng = bf.engine(fair=fair)
+                try:
+                    out.append(bf.throughput(eng, tenants))
+                finally:
+                    eng.close()
+        a, b = statistics.median(on), statistics.median(off)
+        print(f"  {name:17s} batch tokens/s with counters {a:6.1f}, without {b:6.1f}: {a / b:.3f}x (target >= 0.95x)")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,13 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
+
+# The tenant and weight of the job the current task runs (worker/jobrun.py sets it before the job's
+# loop starts; its generation requests inherit it); outside a job, tenant "" of weight 1.
+CALLER: ContextVar[tuple[str, float]] = ContextVar("toolq_caller", default=("", 1.0))
 
 # (text, trusted): trusted text is template markup and may contain control tokens; untrusted
 # text (user messages, tool results) is tokenized as plain text.
@@ -50,6 +55,10 @@ class GenerationRequest:
     # Called from the generation thread with all the text so far after each token; True ends
     # the generation there with stop reason "stop" (the loop stops a turn that repeats a call).
     stop_check: Callable[[str], bool] | None = None
+    # The tenant the generation serves and its weight (TOOLQ_TENANTS): the engine shares its batch
+    # between tenants by them (worker/engine/fairness.py). By default the job's, set by its task.
+    tenant: str = field(default_factory=lambda: CALLER.get()[0])
+    weight: float = field(default_factory=lambda: CALLER.get()[1])
 
 
 @dataclass
@@ -103,6 +112,7 @@ class EngineStats:
     # prompts placed in a slot: their tokens, and of those the ones the slot's cache already held
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    set_aside: int = 0  # sequences set aside for a tenant below its share (worker/engine/fairness.py)
     prefill_s: float = 0.0  # time in steps that carried prompt tokens
     decode_s: float = 0.0  # time in steps that carried only generated tokens
     cache: CacheStats = field(default_factory=CacheStats)

@@ -32,11 +32,13 @@ from toolq.protocol import (
     Usage,
     now_ms,
 )
+from toolq.tenants import policy_of
 from worker import traces
 from worker.budget import job_token_cap, over_budget, over_budget_message, watch_budget
 from worker.conversation import LoopOutcome, LoopState
 from worker.endings import Cancelled, Ending, Failed, Finished, HandedBack, Paused, StopCause, classify
 from worker.events import EventLog
+from worker.generation import CALLER
 from worker.load import report_load
 from worker.state import RunningJob, WorkerState
 
@@ -95,6 +97,8 @@ async def _attempt(state: WorkerState, rec: JobRecord, events: EventLog, started
     stop_event = threading.Event()
     # the state the loop would make itself, made here so that the budget watcher sees its usage
     tracked = loop_state or LoopState(messages=list(request.messages))
+    # the job's generations carry its tenant and weight to the engine, which shares its batch by them
+    CALLER.set((rec.tenant, policy_of(state.settings.tenants, rec.tenant).weight))
     task = asyncio.create_task(
         state.loop.run(request, events, state=tracked, stop_event=stop_event, job_id=events.job_id)
     )

@@ -21,7 +21,7 @@ from typing import Any
 import llama_cpp
 
 from worker.engine.scheduler import Scheduler
-from worker.engine.sequence import Sequence
+from worker.engine.sequence import Generation
 from worker.engine.tiers import TieredStore, TierSettings
 from worker.engine.tiers.identity import model_identity
 from worker.engine.tiers.piecewise import PIECE_TOKENS, room
@@ -71,10 +71,12 @@ class LlamaEngine:
         tiers: TierSettings | None = None,
         save_piece_tokens: int = PIECE_TOKENS,
         piece_share: float = 0.5,
+        fair: bool = True,
     ):
         """``save_piece_tokens`` and ``piece_share``: a saved state goes out of (and back into)
         llama.cpp in pieces of at most that many positions, as much between two steps as fits in
-        that share of a recent step (worker/engine/tiers/piecewise.py)."""
+        that share of a recent step (worker/engine/tiers/piecewise.py). ``fair``: tenants share the
+        batch by virtual token counters (worker/engine/fairness.py); off, first come first served."""
         if not Path(model_path).is_file():
             raise EngineError(f"model file not found: {model_path}")
         check_fit(slots=slots, n_ctx=n_ctx, n_batch=n_batch)
@@ -155,6 +157,7 @@ class LlamaEngine:
             tiers=self.tiers,
             piece_tokens=save_piece_tokens,
             piece_share=piece_share,
+            fair=fair,
         )
         self.jump_forward = jump_forward
 
@@ -247,7 +250,7 @@ class LlamaEngine:
         ``stats().cache.bytes``. Empty without tiers (the block hashes need the identity)."""
         if self.tiers is None:
             return []
-        return [*self._scheduler.slot_holdings(), *self.tiers.holdings()]
+        return [*self._scheduler.keeper.holdings(), *self.tiers.holdings()]
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         """Generate for one request, batched with every other request in flight.
@@ -281,7 +284,7 @@ class LlamaEngine:
         future: Future[GenerationResult] = Future()
         seed = self.seed if req.seed is None else req.seed
         budget = min(req.max_tokens, self.n_ctx - len(tokens))
-        seq = Sequence(req, future, tokens, budget=budget, seed=seed, context_left=self.n_ctx - len(tokens))
+        seq = Generation(req, future, tokens, budget=budget, seed=seed, context_left=self.n_ctx - len(tokens))
         self._scheduler.submit(seq)
         return future
 

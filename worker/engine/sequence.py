@@ -1,15 +1,25 @@
-"""One generation in flight: its prompt, its samplers, and the text it has produced so far.
+"""One generation in flight: its state, its prompt, its samplers, and the text it has produced so far.
 
 The scheduler (worker/engine/scheduler.py) feeds its prompt in chunks, then one sampled token a
 step, and asks ``accept`` after each sampled token whether the generation is done: an
 end-of-generation token, a stop string, the caller's ``stop_check``, or the token budget. Stop
 strings are held back from ``on_text`` until they can no longer start, so a streamed reply never
 shows the beginning of a stop string that is then cut.
+
+Its ``state`` is one of ``State`` (the transitions are drawn in ARCHITECTURE.md, "The engine's
+sequences"):
+
+    WAITING ──placed──▶ PREFILLING ──last prompt token──▶ GENERATING ──stop, length, cancel──▶ DONE
+       │                    ▲                                  │
+       └─saved state─▶ RESTORING (pieces in between steps)     │ its tenant over its share
+                            ▲                                  ▼
+                            └──────── placed again ◀──── SET_ASIDE (its cells in its slot or the tiers)
 """
 
 from __future__ import annotations
 
 import codecs
+import enum
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -20,7 +30,20 @@ from worker.generation import GenerationRequest, GenerationResult, StopReason
 from worker.grammar.forced import Forced
 
 
-class Sequence:
+class State(enum.Enum):
+    WAITING = "waiting"  # queued for a slot (a saved state may be read from disk for it meanwhile)
+    RESTORING = "restoring"  # in its slot, a saved state's pieces going in between steps
+    PREFILLING = "prefilling"  # prompt tokens to evaluate, a chunk a step
+    GENERATING = "generating"  # a sampled token (or forced text) to feed each step
+    SET_ASIDE = "set_aside"  # its tenant was over its share: queued again, its cells kept
+    DONE = "done"
+
+
+# The states of a sequence that holds a slot
+IN_SLOT = (State.RESTORING, State.PREFILLING, State.GENERATING)
+
+
+class Generation:
     def __init__(
         self,
         request: GenerationRequest,
@@ -36,13 +59,18 @@ class Sequence:
         self.budget = budget  # tokens it may generate: max_tokens, and what the slot's context has left
         self.context_left = budget if context_left is None else context_left  # n_ctx - len(prompt)
         self.seed = seed
+        self.state = State.WAITING
+        self.tenant = request.tenant
+        self.weight = request.weight
+        self.admitted = 0  # the engine's clock when it last took a slot (the youngest gives way first)
         self.slot: Slot | None = None
         self.cached = 0  # prompt tokens reused from a cache
         self.cached_by: dict[str, int] = {}  # the same, by source (slot, slot_copy, host, disk)
         # (key, future) of a saved state the tiers read from disk for this prompt
         self.fetch: tuple[str, Future[bytearray | None]] | None = None
-        self.pending: list[int] = []  # prompt tokens still to evaluate
-        self.restoring: Any = None  # a saved state being set into its slot (tiers/piecewise.py): not in steps yet
+        self.pending: list[int] = []  # prompt (or forced) tokens still to evaluate
+        self.resume: list[int] = []  # SET_ASIDE: the tokens it held and had to feed
+        self.restoring: Any = None  # in RESTORING: the saved state being set (tiers/piecewise.py)
         self.next_token: int | None = None  # sampled, to be fed to the model in the next step
         self.chain: Any = None
         self.grammar: Any = None
@@ -59,9 +87,25 @@ class Sequence:
         self._t_start = time.perf_counter()
         self._t_prompt_done: float | None = None
 
+    def set_aside(self) -> None:
+        """Leave its slot, keeping what it has written: ``resume`` is what to place again (all it
+        has fed, then what it has still to feed). Placed again, only what the slot or the tiers
+        no longer hold is evaluated, and the last of it gives the next sample."""
+        assert self.slot is not None
+        self.resume = [*self.slot.tokens, *([self.next_token] if self.next_token is not None else []), *self.pending]
+        self.next_token, self.pending, self.slot = None, [], None
+        self.state = State.SET_ASIDE
+
     @property
-    def prefilling(self) -> bool:
-        return bool(self.pending)
+    def has_tokens(self) -> bool:
+        """Whether it has tokens to feed the next step."""
+        return self.next_token is not None or bool(self.pending)
+
+    @property
+    def placing(self) -> list[int]:
+        """The tokens its placement matches against the caches: the prompt, or once it has been
+        set aside, all it had then."""
+        return self.resume or self.prompt
 
     def use_prompt(self, prompt: list[int]) -> None:
         """Take a respelled prompt (worker/engine/respell.py): the same text, maybe more tokens."""

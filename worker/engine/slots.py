@@ -16,7 +16,7 @@ to the context.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -27,6 +27,7 @@ class Slot:
     busy: bool = False
     last_used: int = 0  # a counter value: higher is more recent
     unsaved: bool = False  # a generation ended here and its state is not in the tiers yet
+    tenant: str = ""  # whose conversation its cells hold
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,12 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
-def place(slots: Sequence[Slot], prompt: Sequence[int]) -> Placement | None:
-    """Where ``prompt`` should run, or None when every slot is busy.
+def place(
+    slots: Sequence[Slot], prompt: Sequence[int], spare: Callable[[Slot], bool] | None = None
+) -> Placement | None:
+    """Where ``prompt`` should run, or None when every slot is busy. ``spare``: the slots whose
+    cells another free slot should be taken before (a tenant below its share keeps its prefix
+    warm, worker/engine/fairness.py); the least recently used among the rest goes first.
 
     ``keep`` never covers the whole prompt: the last prompt token is always evaluated, because
     sampling needs its logits.
@@ -60,7 +65,7 @@ def place(slots: Sequence[Slot], prompt: Sequence[int]) -> Placement | None:
     own = next((s for s in free if shared[s.seq_id] == longest), None)
     if own is not None and longest > 0 and len(holders) == 1:
         return Placement(own, min(longest, limit))
-    target = min(free, key=lambda s: s.last_used)
+    target = min(free, key=lambda s: (spare is not None and spare(s), s.last_used))
     if shared[target.seq_id] == longest or longest == 0:
         return Placement(target, min(shared[target.seq_id], limit))
     donor = next(s for s in holders if s is not target)

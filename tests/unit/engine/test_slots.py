@@ -55,3 +55,19 @@ def test_nothing_shared_keeps_nothing():
     slots = [Slot(0, [5, 6], last_used=2), Slot(1, [7], last_used=1)]
     p = place(slots, [1, 2, 3])
     assert p is not None and p.slot.seq_id == 1 and p.keep == 0 and p.copy_from is None
+
+
+def test_a_tenant_below_its_share_keeps_its_prefix_while_another_free_slot_will_do():
+    from worker.engine.fairness import TokenCounters
+
+    counters = TokenCounters()
+    counters.charge("a", 1.0, prompt=5000)  # a's flood has had far more service than b
+    counters.charge("b", 1.0, prompt=100)
+    slots = [Slot(0, [7, 7, 7], last_used=1, tenant="b"), Slot(1, [8, 8], last_used=2, tenant="a")]
+    p = place(slots, [1, 2, 3], counters.spare("a"))
+    assert p is not None and p.slot.seq_id == 1  # not b's, though it is the least recently used
+    p = place(slots, [1, 2, 3], counters.spare("b"))
+    assert p is not None and p.slot.seq_id == 0  # b itself goes by recency
+    slots[1].busy = True
+    p = place(slots, [1, 2, 3], counters.spare("a"))
+    assert p is not None and p.slot.seq_id == 0  # the only free slot: work goes on

@@ -19,9 +19,9 @@ be given to another prompt, and hands the bytes to a writer thread, which keeps 
   other slots up for long;
 - ``spare.py``: the buffer an eviction copies into, made while the engine is idle.
 
-The scheduler (worker/engine/scheduler.py) asks the store before placing a prompt: a prefix its
-own slot holds, then one another slot holds (copied), then host memory, then disk, whichever is
-longest (the cheapest on a tie); a restored state is set into the slot and only the rest of the
+The keeper of saved state (worker/engine/keeper.py) asks the store before a prompt is placed: a
+prefix its own slot holds, then one another slot holds (copied), then host memory, then disk,
+whichever is longest (the cheapest on a tie); a restored state is set into the slot and only the rest of the
 prompt is evaluated.
 """
 
