@@ -128,6 +128,26 @@ async def test_a_build_cancelled_with_its_job_is_killed(pool):
     assert _state(pid) in ("Z", "gone") and not pool.pids()
 
 
+async def test_builds_cancelled_while_waiting_for_a_process_leave_the_pool_working(pool):
+    """Jobs superseded together (their worker lost its leases in a Redis outage): the running build
+    is killed, and the process started for the next waiter finds it cancelled too. That process
+    goes to the pool: before, it was killed, and every later build waited forever for a process."""
+    await pool.ready()
+    builds = [
+        asyncio.create_task(pool.run(slow_build, (30,), GrammarBudget(timeout_s=20), f"grammar {i}")) for i in range(3)
+    ]
+    await asyncio.sleep(0.2)  # one builds, two wait for the pool's one process
+    for b in builds:  # one by one, as the heartbeat interrupts them, a Redis round trip apart
+        b.cancel()
+        await asyncio.sleep(0.01)
+    # the takeover's build comes while the process started for a cancelled waiter is still
+    # starting (the pool's one process is being started: this build must wait for it)
+    await asyncio.sleep(0.05)
+    after = asyncio.create_task(pool.run(schema_grammar_text, (_schema(1),), GrammarBudget(), "the grammar"))
+    await asyncio.gather(*builds, return_exceptions=True)
+    assert "answer" in await asyncio.wait_for(after, timeout=30)
+
+
 async def test_a_failed_build_is_remembered_by_digest_and_refused_at_once(pool):
     builds = GrammarBuilds(GrammarBudget(max_bytes=16384, timeout_s=0.5), pool=pool)
     with pytest.raises(GrammarTooLarge, match="budget of 16384 bytes") as first:

@@ -142,7 +142,13 @@ class BuildPool:
             return await self._start()
         waiter: asyncio.Future[_Process] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
-        return await waiter  # a process freed, or started in place of a killed one
+        try:
+            return await waiter  # a process freed, or started in place of a killed one
+        except asyncio.CancelledError:
+            # cancelled with its job after a process was handed to it: the next build takes it
+            if waiter.done() and not waiter.cancelled():
+                self._release(waiter.result())
+            raise
 
     async def _start(self) -> _Process:
         self._starting += 1
@@ -181,8 +187,24 @@ class BuildPool:
             waiter = self._waiters.popleft()
             if not waiter.done() and not waiter.get_loop().is_closed():
                 task = waiter.get_loop().create_task(self._start())
-                task.add_done_callback(functools.partial(_settle, waiter))
+                task.add_done_callback(functools.partial(self._settle, waiter))
                 return
+
+    def _settle(self, waiter: asyncio.Future[_Process], task: asyncio.Task[_Process]) -> None:
+        """A process started for ``waiter`` is up (or failed to start). When the waiter's build
+        was cancelled meanwhile, the process goes to the next build or the idle list: killing it
+        would leave builds queued behind it with no process to come, ever."""
+        if task.cancelled() or task.exception() is not None:
+            if not waiter.done():
+                if task.cancelled():
+                    waiter.cancel()
+                else:
+                    waiter.set_exception(task.exception())  # type: ignore[arg-type]
+            return
+        if waiter.done():
+            self._release(task.result())
+        else:
+            waiter.set_result(task.result())
 
     async def ready(self) -> None:
         """Start the processes now (a worker's startup), so no build waits on a start."""
@@ -232,19 +254,6 @@ class BuildPool:
         if kind == "too_large":
             raise GrammarTooLarge(value)
         raise GrammarBuildFailed(f"{what} cannot be built: {value}")
-
-
-def _settle(waiter: asyncio.Future[_Process], task: asyncio.Task[_Process]) -> None:
-    if waiter.done():
-        if not task.cancelled() and task.exception() is None:
-            task.result().kill()
-        return
-    if task.cancelled():
-        waiter.cancel()
-    elif task.exception() is not None:
-        waiter.set_exception(task.exception())  # type: ignore[arg-type]
-    else:
-        waiter.set_result(task.result())
 
 
 _SHARED: BuildPool | None = None
