@@ -110,8 +110,7 @@ def wait_batch(c: openai.OpenAI, batch_id: str) -> float:
     return time.monotonic() - t0
 
 
-async def run(a: argparse.Namespace, url: str) -> dict[str, float]:
-    rules = write_rules([(".*", ANSWER)], token_delay_s=a.token_delay_s)
+async def run(a: argparse.Namespace, url: str, rules: str) -> dict[str, float]:
     workers = [
         WorkerProcess(url, script=rules, env={"TOOLQ_SLOTS": str(a.slots)}).wait_ready() for _ in range(a.workers)
     ]
