@@ -4,6 +4,7 @@ what it cost, parse the turn, and hold the answer to ``response_format``. Each r
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from dataclasses import dataclass
 from functools import partial
@@ -57,12 +58,18 @@ class Rounds:
         request, state = self.request, self.state
         grammar, trigger = constraint
         with traces.step("render"):
-            prompt = self.template.render(
-                state.messages,
-                tools=tools,
-                fmt=self.fmt,
-                add_generation_prompt=True,
-                prompt_variant=self.prompt_variant,
+            # off the loop: a caller's tools may be a megabyte of schema, and the template walks
+            # all of it twice (marked and plain); the worker's heartbeat and every other job's
+            # events share this loop
+            prompt = await asyncio.to_thread(
+                partial(
+                    self.template.render,
+                    state.messages,
+                    tools=tools,
+                    fmt=self.fmt,
+                    add_generation_prompt=True,
+                    prompt_variant=self.prompt_variant,
+                )
             )
         state.iterations += 1
         structlog.contextvars.bind_contextvars(iteration=state.iterations)

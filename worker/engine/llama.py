@@ -11,8 +11,10 @@ memory or on disk (worker/engine/tiers/). ``generate`` is one async call per req
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import os
+import threading
 from collections.abc import Sequence as Seq
 from concurrent.futures import Future
 from pathlib import Path
@@ -143,6 +145,7 @@ class LlamaEngine:
                 raise EngineError(f"the saved-state folder TOOLQ_KV_DIR cannot be used: {e}") from None
 
         self._valid_grammars: dict[str, None] = {}  # grammars that passed check_grammar, oldest first
+        self._valid_lock = threading.Lock()
         self._scheduler = Scheduler(
             self._ctx,
             self._vocab,
@@ -258,16 +261,17 @@ class LlamaEngine:
         Cancelling the awaiting task sets the request's stop flag and waits for its sequence to
         leave the batch (within a step), so nothing runs on behind the caller's back.
         """
-        if request.grammar is not None and request.grammar not in self._valid_grammars:
-            # a caller's schema can make a grammar large: its check runs off the event loop (submit
-            # then finds it checked)
-            await asyncio.to_thread(self._check_grammar, request.grammar)
-        fut = asyncio.wrap_future(self.submit(request))
+        # submit checks the grammar and tokenizes the prompt: a caller's schema can make either
+        # large (a megabyte of tools is ~10^5 tokens), so both run off the event loop
+        queued = asyncio.get_running_loop().run_in_executor(None, self.submit, request)
         try:
+            fut = asyncio.wrap_future(await asyncio.shield(queued))
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
             request.stop_event.set()
-            await asyncio.wait([fut])
+            with contextlib.suppress(Exception):  # a refusal at submit: nothing is in the batch
+                fut = asyncio.wrap_future(await queued)
+                await asyncio.wait([fut])
             raise
 
     def generate_sync(self, request: GenerationRequest) -> GenerationResult:
@@ -293,9 +297,10 @@ class LlamaEngine:
             check_grammar(grammar)
         except GrammarError as e:  # never hand llama.cpp a grammar that would kill the process
             raise EngineError(f"refusing an invalid grammar: {e}") from None
-        self._valid_grammars[grammar] = None  # checking costs ~10 ms: once per grammar
-        while len(self._valid_grammars) > 256:
-            self._valid_grammars.pop(next(iter(self._valid_grammars)))
+        with self._valid_lock:  # submits run on the executor's threads, several at once
+            self._valid_grammars[grammar] = None  # checking costs ~10 ms: once per grammar
+            while len(self._valid_grammars) > 256:
+                self._valid_grammars.pop(next(iter(self._valid_grammars)))
 
     def close(self) -> None:
         if self._ctx:
