@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
+import threading
 import time
 
 import httpx
 import pytest
 
+from gateway.off_loop import NICE, off_loop
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import asgi_client, queued_jobs, register_fake_worker
 from tests.support.gateways import GatewayProcess
@@ -156,3 +160,11 @@ async def test_healthz_answers_promptly_while_hostile_bodies_are_validated(redis
     print(f"4 hostile bodies checked in {busy_s:.2f} s; /healthz: {len(latencies)} probes, worst {worst_ms:.0f} ms")
     assert busy_s > 0.5, "the bodies were cheap to check: the test measures nothing"
     assert worst_ms < 100, f"/healthz took {worst_ms:.0f} ms while hostile bodies were being checked"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a nice value belongs to a thread only on Linux")
+async def test_heavy_checks_run_at_a_lower_cpu_priority_than_the_loop():
+    loop_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    checks_nice = await off_loop(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+    assert loop_nice == os.getpriority(os.PRIO_PROCESS, threading.get_native_id())  # the loop's own is untouched
+    assert checks_nice == max(loop_nice, NICE)
