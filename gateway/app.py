@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 from fastapi import FastAPI
 
-from gateway import actions, catalog, deliveries, errors, health, jobs, threads, ui, usage
+from gateway import actions, catalog, check_process, deliveries, errors, health, jobs, threads, ui, usage
 from gateway.auth import KeyRing
 from gateway.browser_guard import BrowserGuard, served_hosts
 from gateway.fleet import FleetView
@@ -42,6 +42,15 @@ from toolq.tracing import on as tracing_on
 from toolq.webhook_settings import WebhookSettings
 
 log = structlog.get_logger("toolq.gateway")
+
+# the models whose large requests are checked in the check process (gateway/off_loop.py): imported
+# there when the gateway starts
+CHECKED_MODELS = (
+    "toolq.protocol",
+    "gateway.threads",
+    "gateway.openai.chat.request",
+    "gateway.openai.responses.request",
+)
 
 
 def warn_if_open(settings: GatewaySettings) -> None:
@@ -112,6 +121,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
         observer.start()
         hub.start()
         runner.start()
+        warming = asyncio.ensure_future(check_process.warm(CHECKED_MODELS))
         try:
             # Start serving once subscribed, so the events of the first jobs are counted too; a
             # Redis that is down at startup must not keep the gateway from starting, though.
@@ -124,6 +134,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
         try:
             yield
         finally:
+            warming.cancel()
             await runner.stop()
             await hub.stop()
             await observer.stop()

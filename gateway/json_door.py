@@ -5,17 +5,17 @@ quotes a deep input recurses again; a job nested deeper than a worker can read b
 accepted and never end (toolq/nesting.py). So every body is measured here, after
 gateway/limits.py has bounded its size: a body nested past ``TOOLQ_MAX_JSON_DEPTH`` gets a 422
 ``too_deep`` naming the field, the depth and the limit. The measure is linear and runs in C; a
-large body is measured in the request-check pool (gateway/off_loop.py), off the event loop.
+large body is measured in the gateway's check process (gateway/check_process.py), off the loop.
 """
 
 from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.check_process import in_check_process
 from gateway.errors import send_error
-from gateway.off_loop import off_loop
 from toolq.errors import InvalidRequest
-from toolq.nesting import TooDeep, check_text_depth
+from toolq.nesting import TooDeep, check_text_depth, max_json_depth
 
 __all__ = ["JsonDepthLimit"]
 
@@ -36,7 +36,7 @@ class JsonDepthLimit:
         body = first.get("body", b"") if first["type"] == "http.request" else b""
         try:
             if len(body) > _ON_LOOP_BYTES:
-                await off_loop(check_text_depth, body)
+                await in_check_process(check_text_depth, body, max_json_depth())
             else:
                 check_text_depth(body)
         except TooDeep as e:

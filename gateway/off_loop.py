@@ -1,28 +1,18 @@
-"""A request's CPU-heavy checks run in threads of their own, never on the gateway's event loop.
+"""A request's CPU-heavy checks never run on the gateway's event loop.
 
 One loop serves every tenant's requests, event streams and ``/healthz``: a request that holds it
 holds them all. What a request may cost is bounded (toolq/schema_bounds.py, toolq/nesting.py), but
 a bounded request can still ask for a second of jsonschema's metaschema checks. So a request whose
-tools carry more than ``INLINE_OBJECTS`` schema objects is validated here, in a small pool that
-nothing else uses (the loop's default pool serves the store's and the followers' work); the loop
-only waits for it, and a few heavy requests at once wait for each other, not the loop. Threads
-share the GIL, but pure-Python work gives it up every few milliseconds, and the C steps of a body's
-depth scan (gateway/json_door.py) hold it for tens of milliseconds at most.
-
-On Linux the pool's thread also runs at a lower CPU priority (``NICE``, per thread): a tenant's
-second of checks then yields the core to the loop and to whatever shares the host. On a two-core
-host with a worker beside the gateway, four such requests had halved the worker's decode rate for
-every tenant's jobs (tests/e2e/test_slow_builds.py: tenant B 3.9x its quiet time, 1.04-1.16x with the
-checks yielding).
+tools carry more than ``INLINE_OBJECTS`` schema objects is checked in the gateway's check process
+(gateway/check_process.py, which says why a thread was not enough), and the loop then builds the
+model without repeating the checks. Other heavy work that must hand back a large result (a batch
+file's lines) runs in ``off_loop``'s one thread, which nothing else uses (the loop's default pool
+serves the store's and the followers' work).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import sys
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -30,31 +20,32 @@ from typing import Any, TypeVar
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from toolq.protocol import tool_schemas
+from gateway.check_process import in_check_process
+from toolq.protocol import STORED, tool_schemas
 from toolq.schema_bounds import SchemaTooLarge, check_request_subschemas, count_objects
 
-__all__ = ["INLINE_OBJECTS", "off_loop", "validated"]
+__all__ = ["INLINE_OBJECTS", "off_loop", "problems", "validated"]
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 INLINE_OBJECTS = 64  # schema objects a request's tools may hold and still be checked on the loop
-NICE = 19  # the checks' thread yields the CPU to the loop and to the host's other processes (10 left 1.4x)
-
-
-def _yield_cpu() -> None:
-    if sys.platform == "linux":  # where a nice value belongs to the thread, not the process
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
-
-
-# one thread: heavy requests wait for each other, and only one competes with the loop for the GIL
-_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolq-request-checks", initializer=_yield_cpu)
+_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolq-off-loop")
 
 
 async def off_loop(fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in the request-check pool."""
+    """``fn(*args)`` in the off-loop thread."""
     return await asyncio.get_running_loop().run_in_executor(_POOL, fn, *args)
+
+
+def problems(model: type[BaseModel], data: dict[str, Any]) -> list[Any] | None:
+    """What is wrong with ``data`` as ``model`` (pydantic's errors), or None. Run in the check
+    process: the verdict crosses back, not the model."""
+    try:
+        model.model_validate(data)
+    except ValidationError as e:
+        return e.errors(include_url=False, include_input=False)
+    return None
 
 
 async def validated(model: type[M], data: Any) -> M:
@@ -72,10 +63,15 @@ async def validated(model: type[M], data: Any) -> M:
         check_request_subschemas(schemas)
     except SchemaTooLarge as e:
         raise RequestValidationError([{"type": "value_error", "loc": ("body", "tools"), "msg": str(e)}]) from None
+    errors: list[Any]
     try:
         if count_objects(schemas, INLINE_OBJECTS + 1) > INLINE_OBJECTS:
-            return await off_loop(model.model_validate, data)
-        return model.model_validate(data)
+            found = await in_check_process(problems, model, data)
+            if found is None:
+                return model.model_validate(data, context=STORED)  # checked: only the model is built
+            errors = found
+        else:
+            return model.model_validate(data)
     except ValidationError as e:
-        errors = e.errors(include_url=False, include_input=False)
-        raise RequestValidationError([{**err, "loc": ("body", *err["loc"])} for err in errors]) from None
+        errors = list(e.errors(include_url=False, include_input=False))
+    raise RequestValidationError([{**err, "loc": ("body", *err["loc"])} for err in errors]) from None

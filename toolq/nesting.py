@@ -39,6 +39,7 @@ class TooDeep(ValueError):
     request's field that holds it, ``depth`` how deep it goes in all."""
 
     def __init__(self, path: list[str | int], depth: int, limit: int):
+        self._made_of = (path, depth, limit)
         self.field = dotted(path[:1]) or "the body"
         self.path = _shortened(dotted(path))
         self.depth = depth
@@ -47,6 +48,9 @@ class TooDeep(ValueError):
             f"{self.field} nests {depth} levels deep, above the limit of {limit} (TOOLQ_MAX_JSON_DEPTH)"
             + (f"; it passes the limit at {self.path}" if self.path != self.field else "")
         )
+
+    def __reduce__(self) -> tuple[type[TooDeep], tuple[list[str | int], int, int]]:
+        return TooDeep, self._made_of  # it crosses back from the gateway's check process
 
 
 def dotted(path: list[str | int]) -> str:

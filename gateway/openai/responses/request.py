@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 from gateway.openai import fields, shared
 from gateway.openai.errors import OpenAIError
 from gateway.openai.shared import ToolqOptions, text_of
-from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, Message, ToolCall
+from toolq.protocol import STORED, FunctionSpec, FunctionTool, JobRequest, Message, ToolCall
 
 
 class _Strict(BaseModel):
@@ -32,14 +32,15 @@ class FunctionToolParam(_Strict):
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
-    def spec(self) -> FunctionSpec:
-        return FunctionSpec(
-            name=self.name, description=self.description or "", parameters=self.parameters, strict=self.strict
-        )
+    def spec(self, context: dict[str, Any] | None = STORED) -> FunctionSpec:
+        """As a chat completions function; its schema checks are made once, at validation
+        (``context`` None), not again at each conversion."""
+        fields = {"name": self.name, "description": self.description or "", "parameters": self.parameters}
+        return FunctionSpec.model_validate({**fields, "strict": self.strict}, context=context)
 
     @model_validator(mode="after")
-    def _valid(self) -> FunctionToolParam:
-        self.spec()  # the same rules as a chat completions function (name, schema)
+    def _valid(self, info: ValidationInfo) -> FunctionToolParam:
+        self.spec(info.context)  # the same rules as a chat completions function (name, schema)
         return self
 
 

@@ -1,0 +1,105 @@
+"""A process of the gateway's own for a request's costly checks, so that no tenant's request can
+hold the event loop's GIL.
+
+A thread beside the loop was not enough. The checks are mostly pure Python (jsonschema's
+metaschema walk, RE2 compiles, the depth scan's C steps), and they share the GIL with the loop.
+On a loaded host, the thread that holds it can be descheduled, and the loop then waits for it.
+In the hostile soak (bench/bench_hostile_tenant.py), ``/healthz`` waited 250 to 330 ms that way
+behind 1 MiB bodies, whatever the thread's priority. A process has a GIL of its own. It also runs
+at a lower CPU priority (``NICE``), so a tenant's second of checks yields the host's cores to the
+loop and to a worker beside the gateway. With the checks in a thread at normal priority, tenant
+B's jobs beside tenant A's slow-build requests ran 3.4 to 4.3x their quiet time
+(tests/e2e/test_slow_builds.py).
+
+What crosses to the process is small or flat: a body's bytes, or a request's dict and the model
+to check it with. What comes back is a verdict, not a model: the loop builds the model itself,
+with the checks already done (toolq/protocol.py, ``STORED``). The process reads the same
+``TOOLQ_`` settings as the gateway: they are sent with each call, so a bound changed after the
+process started still applies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+import structlog
+
+__all__ = ["NICE", "in_check_process", "shutdown", "warm"]
+
+T = TypeVar("T")
+log = structlog.get_logger("toolq.gateway")
+
+NICE = 19  # the checks yield the CPU to the loop and to the host's other processes (10 left B at 1.4x)
+
+_pool: ProcessPoolExecutor | None = None
+
+
+def _start() -> None:
+    os.nice(NICE)
+
+
+def _settings() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith("TOOLQ_")}
+
+
+def _call(settings: dict[str, str], fn: Callable[..., T], *args: Any) -> T:
+    for k in [k for k in os.environ if k.startswith("TOOLQ_") and k not in settings]:
+        del os.environ[k]
+    os.environ.update(settings)
+    return fn(*args)
+
+
+def _executor() -> ProcessPoolExecutor:
+    global _pool
+    if _pool is None:
+        # spawn: the gateway runs threads (the loop's pool, the clients'), which fork would copy
+        # in whatever state they hold
+        _pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_start)
+    return _pool
+
+
+async def in_check_process(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in the check process (started on first use, and again if it died). ``fn``
+    and its arguments must pickle; an exception it raises comes back as itself."""
+    global _pool
+    loop = asyncio.get_running_loop()
+    try:
+        return await loop.run_in_executor(_executor(), _call, _settings(), fn, *args)
+    except BrokenProcessPool:
+        # the process died (killed, or out of memory): one more try on a new one, so a request
+        # is never lost to a neighbour's crash
+        log.warning("request check process died; starting another")
+        _pool = None
+        return await loop.run_in_executor(_executor(), _call, _settings(), fn, *args)
+
+
+def _ready(modules: tuple[str, ...]) -> bool:
+    for name in modules:
+        importlib.import_module(name)
+    return True
+
+
+async def warm(modules: tuple[str, ...]) -> None:
+    """Start the process now and import ``modules`` there (the request models the checks read),
+    so the first large request does not wait for them (about a second). Once per gateway
+    process: an app made again (tests) finds it started."""
+    if _pool is None:
+        try:
+            await in_check_process(_ready, modules)
+        except Exception:  # the first request will start it again, and say what failed
+            log.warning("request check process did not start", exc_info=True)
+
+
+def shutdown() -> None:
+    """Stop the check process (the gateway's shutdown; tests)."""
+    global _pool
+    if _pool is not None:
+        _pool.shutdown(wait=False, cancel_futures=True)
+        _pool = None
