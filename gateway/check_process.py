@@ -24,6 +24,8 @@ import asyncio
 import importlib
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -41,8 +43,16 @@ NICE = 19  # the checks yield the CPU to the loop and to the host's other proces
 _pool: ProcessPoolExecutor | None = None
 
 
-def _start() -> None:
+def _start(gateway_pid: int) -> None:
     os.nice(NICE)
+    # a gateway killed outright (SIGKILL, OOM) cannot stop its pool: the process goes with it
+    threading.Thread(target=_orphaned, args=(gateway_pid,), daemon=True, name="toolq-orphan-watch").start()
+
+
+def _orphaned(gateway_pid: int) -> None:
+    while os.getppid() == gateway_pid:
+        time.sleep(0.5)
+    os._exit(0)
 
 
 def _settings() -> dict[str, str]:
@@ -61,7 +71,9 @@ def _executor() -> ProcessPoolExecutor:
     if _pool is None:
         # spawn: the gateway runs threads (the loop's pool, the clients'), which fork would copy
         # in whatever state they hold
-        _pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=_start)
+        _pool = ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(os.getpid(),)
+        )
     return _pool
 
 

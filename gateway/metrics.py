@@ -298,6 +298,9 @@ class GatewayMetrics:
         return generate_latest(self.registry) + generate_latest(self.tenant_registry)
 
 
+_TERMINAL = frozenset(t.value for t in TERMINAL_EVENTS)
+
+
 class EventObserver:
     """Background task: subscribe to ``toolq:events`` and feed GatewayMetrics, reconnecting."""
 
@@ -307,6 +310,9 @@ class EventObserver:
         self.model_of = model_of
         self._task: asyncio.Task[None] | None = None
         self.subscribed = asyncio.Event()
+        # set on every job's terminal event: the batch runner refills a freed slot at once, not
+        # a tick later (gateway/openai/batches/runner.py)
+        self.job_ended = asyncio.Event()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="toolq-event-observer")
@@ -345,6 +351,8 @@ class EventObserver:
             return
         if not isinstance(ev, dict):
             return
+        if ev.get("type") in _TERMINAL:
+            self.job_ended.set()
         model = None
         if self.metrics.needs_model(ev):
             try:

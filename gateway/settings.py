@@ -53,7 +53,9 @@ class GatewaySettings(BaseSettings):
     batch_max_lines: int = Field(default=50_000, ge=1)
     batch_window_s: int = Field(default=24 * 3600, ge=1)  # "24h", the only window OpenAI takes; lower it for tests
     batch_max_in_flight: int = Field(default=64, ge=1)  # lines of one batch queued or running at once
-    batch_headroom_slots: int = Field(default=1, ge=0)  # free slots per worker batches leave to interactive jobs
+    # slots per worker batches leave free while other work was seen lately, on a worker without
+    # an interactive reserve (TOOLQ_INTERACTIVE_RESERVE, jobs beyond its slots that lines never fill)
+    batch_headroom_slots: int = Field(default=1, ge=0)
     max_messages: int = Field(default=256, ge=1)
     max_tokens_cap: int = Field(default=4096, ge=1)
     max_iterations_cap: int = Field(default=20, ge=1)

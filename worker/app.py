@@ -89,8 +89,10 @@ def create_worker(
     model = settings.model_name or engine.name
     worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
     holder: dict[str, Any] = {}  # "state": WorkerState; "mcp": McpSource when MCP servers are named
-    # One job per slot: a job that runs its tools leaves its slot to another job meanwhile.
-    max_jobs = settings.max_jobs if settings.max_jobs is not None else engine.stats().slots
+    # One job per slot (a job that runs its tools leaves its slot to another job meanwhile), and
+    # the interactive reserve: jobs beyond the slots that batch lines never fill.
+    slots = engine.stats().slots
+    max_jobs = settings.max_jobs if settings.max_jobs is not None else slots + settings.interactive_reserve
 
     async def startup(redis: Any) -> None:
         registry = load_tool_modules(settings.tool_modules)

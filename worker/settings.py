@@ -99,7 +99,13 @@ class WorkerSettings(BaseSettings):
     grammar_failures_remembered: int = Field(default=1024, ge=0)
 
     # Jobs
-    max_jobs: int | None = Field(default=None, ge=1)  # None: one job per slot of the engine
+    max_jobs: int | None = Field(default=None, ge=1)  # None: one per slot of the engine, and the reserve
+    # Jobs taken beyond the engine's slots, which a batch's lines never fill
+    # (gateway/openai/batches/runner.py): an interactive job beside a full batch is picked at
+    # once, and its sequence waits in the engine for a slot. 0 by default, which keeps one job a
+    # slot (a follow-up then leaves a full worker for another at once, store/affinity.py); the
+    # batches then leave a slot per worker free instead (TOOLQ_BATCH_HEADROOM_SLOTS).
+    interactive_reserve: int = Field(default=0, ge=0, le=64)
     job_timeout_s: float = Field(default=300.0, gt=0)  # default per job
     job_timeout_cap_s: float = Field(default=3600.0, gt=0)  # what a job may ask for at most
     # A job paused for its caller (client tools, approvals) ends with action_timeout after this;

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -172,3 +174,25 @@ async def test_heavy_checks_run_in_a_process_of_their_own_at_a_lower_cpu_priorit
 
 def _pid_and_nice() -> tuple[int, int]:
     return os.getpid(), os.nice(0)
+
+
+def _children(pid: int) -> set[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+def test_the_check_process_goes_with_a_gateway_killed_outright(redis_url):
+    """A SIGKILLed gateway cannot stop its pool; its check process must not live on as an orphan
+    (each held ~80 MB, one left per killed gateway)."""
+    gw = GatewayProcess(redis_url)  # not wait_ready: /readyz wants a worker, and none is needed here
+    try:
+        deadline = time.monotonic() + 60
+        while not (checks := _children(gw.proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)  # started with the gateway, in the background
+        assert checks, "the gateway started no check process"
+    finally:
+        gw.kill()
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{p}").exists() for p in checks) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{p}").exists() for p in checks), "the check process outlived its gateway"

@@ -24,6 +24,7 @@ import redis
 
 from store import keys
 from tests.support.gateways import GatewayProcess
+from tests.support.healthz_probe import HealthzProbe
 from tests.support.hostile_requests import HOSTILE, Outcome, job_end
 from tests.support.workers import WorkerProcess
 
@@ -55,7 +56,7 @@ class SoakReport:
     b_endings: Counter[str] = field(default_factory=Counter)
     outcomes: list[Outcome] = field(default_factory=list)
     longest_gap_ms: int = 0
-    healthz_worst_ms: int = 0  # the gateway's loop, seen from outside: its slowest /healthz
+    healthz_worst_ms: int = 0  # the gateway's loop, seen from outside (tests/support/healthz_probe.py)
     worker_alive: bool = True
     hostile_s: float = 0.0
 
@@ -148,18 +149,6 @@ async def hostile(http: httpx.AsyncClient, stop: asyncio.Event, outcomes: list[O
         await asyncio.sleep(ROUND_PAUSE_S)
 
 
-async def healthz_worst(url: str, stop: asyncio.Event) -> int:
-    """The slowest ``/healthz`` while tenant A's requests run, on a connection of its own."""
-    worst = 0.0
-    async with httpx.AsyncClient(base_url=url, timeout=60) as probe:
-        while not stop.is_set():
-            t0 = time.perf_counter()
-            await probe.get("/healthz")
-            worst = max(worst, time.perf_counter() - t0)
-            await asyncio.sleep(0.05)
-    return int(worst * 1000)
-
-
 def gateway_env(max_queue_depth: int) -> dict[str, str]:
     return {
         "TOOLQ_API_KEYS": ",".join(f"{k}:{t}" for k, t in KEYS.items()),
@@ -191,14 +180,14 @@ async def run_soak(
                 await b_run(http, b_jobs, b_gap_s, report.quiet_s, Counter())
                 stop = asyncio.Event()
                 t0 = time.monotonic()
-                probe = asyncio.ensure_future(healthz_worst(gateway.url, stop))
-                a = asyncio.ensure_future(hostile(http, stop, report.outcomes, set(only)))
-                await asyncio.sleep(1)  # tenant A first: B arrives at a fleet already under attack
-                await b_run(http, b_jobs, b_gap_s, report.loaded_s, report.b_endings)
-                stop.set()
-                await a
+                with HealthzProbe(gateway.url) as probe:
+                    a = asyncio.ensure_future(hostile(http, stop, report.outcomes, set(only)))
+                    await asyncio.sleep(1)  # tenant A first: B arrives at a fleet already under attack
+                    await b_run(http, b_jobs, b_gap_s, report.loaded_s, report.b_endings)
+                    stop.set()
+                    await a
                 report.hostile_s = time.monotonic() - t0
-                report.healthz_worst_ms = await probe
+                report.healthz_worst_ms = probe.worst_ms
             report.longest_gap_ms = watch.longest_ms
         report.worker_alive = worker.proc.poll() is None
     finally:

@@ -8,10 +8,11 @@ Each tick, for each batch it holds:
    ``batch_expired``; a batch being cancelled does the same with ``batch_cancelled``, keeping what
    was answered before. Once nothing is in flight, it is finalized: the output and error files are
    written (each line once, in either), and the batch ends ``completed``, ``expired`` or ``cancelled``.
-3. **Feed**: lines join the queue only into room the interactive tenants leave: while no job of
-   the model waits in the queue, up to the model's free slots (less one per worker, kept for the
-   next interactive job, while interactive work was seen in the last ``headroom_hold_s``), and
-   never more than ``max_in_flight`` of one batch. So a
+3. **Feed**: lines join the queue only into room the interactive tenants leave: while no other
+   tenant's job of the model waits in the queue, up to its workers' engine slots (less one per
+   worker while interactive work was seen lately, unless the worker takes an interactive reserve
+   of jobs beyond its slots, which lines never fill), refilled as each line's job ends, and never
+   more than ``max_in_flight`` of one batch. So a
    50,000-line file is never 50,000 queued jobs, and an interactive job never waits behind a
    batch's backlog. A line's job is its tenant's, charged to its budgets and counted in its fair
    share like any other; a full queue or a spent budget makes the line wait, not fail.
@@ -49,7 +50,7 @@ class RunnerSettings:
     tick_s: float = 0.25
     lease_ms: int = 10_000
     max_in_flight: int = 64  # lines of one batch in the queue or running at once
-    headroom_slots: int = 1  # free slots per worker the batches leave to interactive jobs...
+    headroom_slots: int = 1  # slots per worker without a reserve the batches leave free...
     headroom_hold_s: float = 30.0  # ...while interactive work was seen this recently; alone, all of them
 
 
@@ -73,8 +74,10 @@ class BatchRunner:
                 await self._task
 
     async def _loop(self) -> None:
+        ended = self.state.observer.job_ended
         while True:
             moved = False
+            ended.clear()  # a job that ends from here on wakes the next tick
             try:
                 for batch_id in await self.batches.active():
                     if await self.batches.take_lease(batch_id, self.holder, self.settings.lease_ms):
@@ -83,8 +86,18 @@ class BatchRunner:
                 raise
             except Exception:  # Redis away, say: the batch's state is in Redis; try again next tick
                 log.exception("batch runner tick failed")
-            # a tick that answered or fed lines goes again at once: room may have freed meanwhile
-            await asyncio.sleep(0.01 if moved else self.settings.tick_s)
+            # a tick that answered or fed lines goes again at once (room may have freed meanwhile);
+            # else the next tick comes when a job ends (a line's slot is free) or after tick_s
+            if moved:
+                await asyncio.sleep(0.01)
+            else:
+                # asyncio.wait, not wait_for: 3.11's wait_for can swallow a cancel that comes as
+                # the event is set, and stop() then waits for ever
+                woken = asyncio.ensure_future(ended.wait())
+                try:
+                    await asyncio.wait({woken}, timeout=self.settings.tick_s)
+                finally:
+                    woken.cancel()
 
     async def step(self, batch_id: str) -> bool:
         """One tick of one batch; whether any of its lines was answered or fed."""
@@ -128,30 +141,38 @@ class BatchRunner:
         stored = await self.batches.next_lines(batch_id, index, 1)
         return Line.of(index, stored[0])
 
-    async def _room(self, model: str, in_flight: int) -> int:
-        """How many more lines may join the queue of ``model`` now. While other work of the model
-        was seen lately (jobs waiting, or more slots busy than this batch has lines in flight),
-        each worker keeps ``headroom_slots`` free for it; a batch alone on its model takes it all,
-        so it runs as fast as the same lines sent as jobs would."""
+    async def _room(self, model: str, tenant: str, in_flight: int) -> int:
+        """How many more lines may join the queue of ``model`` now: none while a job of another
+        tenant waits in the queue, else up to its workers' engine slots, less the lines in flight.
+        A worker may take ``TOOLQ_INTERACTIVE_RESERVE`` jobs beyond its slots (its ``max_jobs``),
+        which lines never fill, so an interactive job is picked at once; a worker without one
+        keeps ``headroom_slots`` free while other work was seen lately. Nothing is queued ahead
+        of the slots: a worker with its reserve free would take a queued line into it. A slot a
+        line frees is refilled on the job's end event (``EventObserver.job_ended``), not a tick
+        later. Only live figures count here (the queue, this batch's lines); a worker's busy
+        count is as old as its last heartbeat."""
         workers = (await self.state.fleet.get()).workers_of(model)
-        busy = sum(w.slots_busy for w in workers)
-        waiting = await self._waiting(model, busy) if workers else 0
+        busy = sum(w.busy for w in workers)
+        waiting = await self._waiting(model, busy) if workers else {}
+        others = sum(n for t, n in waiting.items() if t != tenant)
         now = time.monotonic()
-        if waiting > 0 or busy > in_flight:
+        if others > 0 or busy > in_flight:
             self._interactive_at[model] = now
-        if not workers or waiting > 0:
-            return 0  # jobs wait (interactive ones, or lines fed before): leave the room to them
+        if not workers or others > 0:
+            return 0  # another tenant's jobs wait: leave the room to them
         recent = now - self._interactive_at.get(model, float("-inf")) < self.settings.headroom_hold_s
         keep = self.settings.headroom_slots if recent else 0
-        free = sum(max(0, w.slots - w.slots_busy - keep) for w in workers)
-        return max(0, min(free, self.settings.max_in_flight - in_flight))
+        # a worker with a reserve (max_jobs beyond its slots) needs no slot held back
+        lanes = sum(max(0, min(w.slots, w.max_jobs) - (keep if w.max_jobs <= w.slots else 0)) for w in workers)
+        return max(0, min(lanes - in_flight, self.settings.max_in_flight - in_flight))
 
-    async def _waiting(self, model: str, busy: int) -> int:
-        """Jobs of ``model`` waiting for a slot: its tenants' waiting sets under fair share, else
-        arq's queue less the jobs running (arq keeps a job in its queue until it ends)."""
+    async def _waiting(self, model: str, busy: int) -> dict[str, int]:
+        """Jobs of ``model`` waiting for a slot, per tenant under fair share; else arq's queue
+        less the jobs running (arq keeps a job in its queue until it ends), under no tenant."""
         if self.state.store.fair:
-            return sum((await FairQueue(self.state.store.redis).waiting(model)).values())
-        return max(0, (await queue_depths(self.state.store.redis, [model]))[0] - busy)
+            return await FairQueue(self.state.store.redis).waiting(model)
+        queued = max(0, (await queue_depths(self.state.store.redis, [model]))[0] - busy)
+        return {"": queued} if queued else {}
 
     async def _feed(self, batch_id: str, endpoint: str, tenant: str, cursor: int) -> bool:
         """Feed lines into the room there is; whether any was fed (or answered at once)."""
@@ -160,7 +181,7 @@ class BatchRunner:
         if not first:
             return False
         job = line_job(endpoint, Line.of(cursor, first[0]).body)
-        room = await self._room(job.model or "", in_flight)
+        room = await self._room(job.model or "", tenant, in_flight)
         moved = False
         for offset, stored in enumerate(await self.batches.next_lines(batch_id, cursor, room)):
             index = cursor + offset
