@@ -43,11 +43,12 @@ from toolq.webhook_settings import WebhookSettings
 
 log = structlog.get_logger("toolq.gateway")
 
-# the models whose large requests are checked in the check process (gateway/off_loop.py): imported
-# there when the gateway starts
+# the modules of the models whose large requests are checked in the check process
+# (gateway/off_loop.py): imported there when the gateway starts (RunRequest lives in thread_api,
+# which, unlike gateway.threads, pulls in no routes)
 CHECKED_MODELS = (
     "toolq.protocol",
-    "gateway.threads",
+    "toolq.thread_api",
     "gateway.openai.chat.request",
     "gateway.openai.responses.request",
 )

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-__all__ = ["NICE", "in_check_process", "shutdown", "warm"]
+__all__ = ["NICE", "in_check_process", "warm"]
 
 T = TypeVar("T")
 log = structlog.get_logger("toolq.gateway")
@@ -107,11 +107,3 @@ async def warm(modules: tuple[str, ...]) -> None:
             await in_check_process(_ready, modules)
         except Exception:  # the first request will start it again, and say what failed
             log.warning("request check process did not start", exc_info=True)
-
-
-def shutdown() -> None:
-    """Stop the check process (the gateway's shutdown; tests)."""
-    global _pool
-    if _pool is not None:
-        _pool.shutdown(wait=False, cancel_futures=True)
-        _pool = None

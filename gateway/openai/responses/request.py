@@ -35,8 +35,13 @@ class FunctionToolParam(_Strict):
     def spec(self, context: dict[str, Any] | None = STORED) -> FunctionSpec:
         """As a chat completions function; its schema checks are made once, at validation
         (``context`` None), not again at each conversion."""
-        fields = {"name": self.name, "description": self.description or "", "parameters": self.parameters}
-        return FunctionSpec.model_validate({**fields, "strict": self.strict}, context=context)
+        spec = {
+            "name": self.name,
+            "description": self.description or "",
+            "parameters": self.parameters,
+            "strict": self.strict,
+        }
+        return FunctionSpec.model_validate(spec, context=context)
 
     @model_validator(mode="after")
     def _valid(self, info: ValidationInfo) -> FunctionToolParam:
