@@ -20,7 +20,7 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from store import keys
+from store import byte_quota, keys
 from store.jobstore import JobStore
 from store.threads import ThreadStore
 from tests.support.redis_server import RedisServer
@@ -62,6 +62,8 @@ async def run(url: str, jobs: int, threads: int, turns: int) -> None:
     )
     print(f"  used_memory per job, all keys (record, log, arq result, indexes): {(after_jobs - before) / jobs:,.0f} B")
     print(f"  per event: {statistics.median(log) / statistics.median(events):,.0f} B")
+    counted = await byte_quota.held(store.redis, "default")
+    print(f"  counted against its tenant's quota (store/byte_quota.py): {counted['job'] / jobs:,.0f} B a job")
 
     ts = ThreadStore(store)
     tids = []
@@ -84,6 +86,13 @@ async def run(url: str, jobs: int, threads: int, turns: int) -> None:
     print(f"threads: {threads} of {turns} runs, {statistics.median(msgs):.0f} messages each")
     print(f"  thread keys (hash, messages, ids) median {statistics.median(tmem):,.0f} B, {per_msg:,.0f} B per message")
     print("  (each run is also a job: its record and log as above, until they expire)")
+    await ts.add_messages("bench", tids[0], [Message(role="user", content="fold")])  # counts the last run's output
+    counted = await byte_quota.held(store.redis, "bench")
+    runs = threads * turns
+    print(
+        f"  counted against its tenant's quota: {counted['thread'] / sum(msgs):,.0f} B a thread message, "
+        f"{counted['job'] / runs:,.0f} B a run's record (its input twice and the history it copies)"
+    )
     await store.close()
     r.close()
 

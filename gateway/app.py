@@ -85,7 +85,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
             fair=settings.fair_share,
             affinity_wait_ms=settings.affinity_wait_ms,
             # every door's submissions pass these in the store's scripts (store/admission.py)
-            bounds=QueueBounds(settings.max_queue_depth, settings.tenants),
+            bounds=QueueBounds(settings.max_queue_depth, settings.tenants, settings.tenant_store_bytes),
         )
         metrics = GatewayMetrics()
 
@@ -110,7 +110,11 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
             hub=hub,
             seats=Seats(settings.max_followers_per_tenant, settings.retry_after_s),
             webhooks=webhooks or WebhookSettings(),
-            files=FileStore(store.redis, FileLimits(settings.max_file_bytes, settings.max_files, settings.file_ttl_s)),
+            files=FileStore(
+                store.redis,
+                FileLimits(settings.max_file_bytes, settings.max_files, settings.file_ttl_s),
+                store.bounds,
+            ),
             batches=BatchStore(store.redis),
         )
         runner = BatchRunner(

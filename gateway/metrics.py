@@ -28,6 +28,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import ValidationError
 
+from store import byte_quota
 from store.errors import RedisError
 from store.event_feed import AllEvents
 from store.fair import FairQueue
@@ -153,6 +154,12 @@ class GatewayMetrics:
             ["tenant"],
             registry=t,
         )
+        self.tenant_store_bytes = Gauge(
+            "toolq_tenant_store_bytes",
+            "Bytes a tenant keeps in Redis, as its quota counts them, by kind (job, thread, file; store/byte_quota.py)",
+            ["tenant", "kind"],
+            registry=t,
+        )
         self.refusals = Counter(
             "toolq_tenant_refusals",
             "Submissions answered 429, by reason (queue_full, tokens_per_minute, tokens_per_day); this replica's",
@@ -202,6 +209,9 @@ class GatewayMetrics:
         for tenant in tenants:
             self.tenant_started.labels(tenant).set(started.get(tenant, 0))
             self.tenant_tokens.labels(tenant).set((await read_usage(redis, tenant)).tokens)
+            for kind, n in (await byte_quota.held(redis, tenant)).items():
+                if kind != "total":
+                    self.tenant_store_bytes.labels(tenant, kind).set(n)
 
     # ------------------------------------------------------------------ from events
 

@@ -13,7 +13,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from store import affinity
-from toolq.settings import DEFAULT_MAX_QUEUE_DEPTH, DEFAULT_REDIS_URL
+from toolq.settings import DEFAULT_MAX_QUEUE_DEPTH, DEFAULT_REDIS_URL, DEFAULT_TENANT_STORE_BYTES
 from toolq.tenants import TenantPolicy, parse_tenants
 from toolq.thread_api import MAX_TTL_S
 
@@ -70,6 +70,9 @@ class GatewaySettings(BaseSettings):
     thread_ttl_s: int = Field(default=30 * 86400, ge=60, le=MAX_TTL_S)
     max_threads: int = Field(default=10_000, ge=1)
     max_thread_messages: int = Field(default=2_000, ge=1)
+    # Bytes each tenant keeps in Redis (job records, thread messages, files: store/byte_quota.py);
+    # TOOLQ_TENANTS' store_bytes sets it per tenant. 0: no quota.
+    tenant_store_bytes: int = Field(default=DEFAULT_TENANT_STORE_BYTES, ge=0)
     # Per-tenant weight, running cap and token budgets (toolq/tenants.py), JSON; "*" is the default.
     tenants: Annotated[dict[str, TenantPolicy], NoDecode] = Field(default_factory=dict)
     # Fair share between tenants (store/fair.py); off: one first-in first-out queue per model.

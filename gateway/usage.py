@@ -8,6 +8,7 @@ from fastapi import APIRouter
 
 from gateway.auth import Tenant
 from gateway.state import State
+from store import byte_quota
 from store.fair import FairQueue
 from store.usage import read_usage
 from toolq.api import ErrorBody, UsageView
@@ -20,7 +21,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody}}
 @router.get("/usage", response_model=UsageView, responses=_ERRORS)
 async def usage(tenant: Tenant, state: State) -> UsageView:
     """Tokens the tenant's ended jobs used (this minute, today, in all), its jobs waiting,
-    running and started, and the policy it runs under."""
+    running and started, the bytes it keeps in the job store, and the policy it runs under."""
     redis = state.store.redis
     used = await read_usage(redis, tenant)
     fair = FairQueue(redis)
@@ -32,6 +33,7 @@ async def usage(tenant: Tenant, state: State) -> UsageView:
     started = (await fair.started()).get(tenant, 0)
     policy = policy_of(state.settings.tenants, tenant)
     return UsageView(
+        store_bytes_used=await byte_quota.held(redis, tenant),
         tenant=tenant,
         tokens_this_minute=used.minute_tokens,
         tokens_today=used.day_tokens,
@@ -42,5 +44,6 @@ async def usage(tenant: Tenant, state: State) -> UsageView:
         waiting=waiting,
         running=running,
         started=started,
-        **policy.model_dump(),
+        **policy.model_dump(exclude={"store_bytes"}),
+        store_bytes=state.store.bounds.byte_quota(tenant),
     )

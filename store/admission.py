@@ -65,9 +65,14 @@ class QueueBounds:
 
     max_queue_depth: int | None = None
     tenants: Mapping[str, TenantPolicy] = field(default_factory=dict)
+    store_bytes: int | None = None  # each tenant's bytes in Redis unless its policy says (store/byte_quota.py)
 
     def policy(self, tenant: str) -> TenantPolicy:
         return policy_of(dict(self.tenants), tenant)
+
+    def byte_quota(self, tenant: str) -> int | None:
+        """The bytes ``tenant`` may keep in Redis; None: no quota (0 in the settings means none)."""
+        return self.policy(tenant).store_bytes or self.store_bytes or None
 
     def script_args(self, tenant: str, max_queue_depth: int | None = None) -> dict[str, Any]:
         """admit.lua's inputs (``max_queue_depth`` given here overrides the store's)."""

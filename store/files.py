@@ -4,15 +4,22 @@ Kept in Redis, beside the jobs: every gateway of a fleet reads and writes the sa
 does jobs, and a batch's runner on any gateway finds its input there after a restart. Redis holds
 them in memory, so a file is bounded (``max_bytes``) and so is each tenant's count of files
 (``max_files``), and every file expires (``ttl_s``, OpenAI keeps batch files until deleted; a
-queue cannot). Another tenant's file id is simply not found.
+queue cannot). Another tenant's file id is simply not found. A file's bytes count in its
+tenant's share of Redis (store/byte_quota.py): an upload past it is refused, a batch's output
+is counted.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from store import byte_quota
+from store.admission import QueueBounds
+from store.scripts import Script
 
 __all__ = ["FileLimits", "FileStore", "FileTooLarge", "StoredFile", "TooManyFiles"]
 
@@ -72,13 +79,16 @@ class StoredFile:
 
 
 class FileStore:
-    def __init__(self, redis: Any, limits: FileLimits | None = None):
+    def __init__(self, redis: Any, limits: FileLimits | None = None, bounds: QueueBounds | None = None):
         self.redis = redis
         self.limits = limits or FileLimits()
+        self.bounds = bounds or QueueBounds()  # each tenant's quota of bytes
+        self._put = Script(redis, "file_put")
 
     async def put(self, tenant: str, filename: str, purpose: str, content: bytes, *, quota: bool = True) -> StoredFile:
         """Store a file. ``quota`` False: a batch's output, which its tenant did not upload, and
-        which its lines bounded already, counts against neither the size nor the count."""
+        which its lines bounded already, counts against neither the size nor the count, and its
+        bytes are counted without a bound. Raises StoreQuotaExceeded past the tenant's bytes."""
         lim = self.limits
         if quota and len(content) > lim.max_bytes:
             raise FileTooLarge(
@@ -94,15 +104,20 @@ class FileStore:
         f = StoredFile(
             "file-" + secrets.token_hex(12), tenant, filename[:256], purpose, len(content), now, now + lim.ttl_s
         )
-        meta = {k: str(v) for k, v in f.__dict__.items()}
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hset(_meta_key(f.id), mapping=meta)
-            pipe.set(_content_key(f.id), content)
-            pipe.expire(_meta_key(f.id), lim.ttl_s)
-            pipe.expire(_content_key(f.id), lim.ttl_s)
-            pipe.zadd(_index_key(tenant), {f.id: f.expires_at})
-            pipe.expire(_index_key(tenant), lim.ttl_s)
-            await pipe.execute()
+        code, *reply = await self._put(
+            meta=_meta_key(f.id),
+            content=_content_key(f.id),
+            index=_index_key(tenant),
+            tenant=tenant,
+            file_id=f.id,
+            record=json.dumps({k: str(v) for k, v in f.__dict__.items()}),
+            data=content,
+            ttl_s=lim.ttl_s,
+            expires_at=f.expires_at,
+            **byte_quota.script_args(self.bounds.byte_quota(tenant) if quota else None),
+        )
+        if int(code) == byte_quota.REFUSED:
+            raise byte_quota.refusal(tenant, [code, *reply])
         return f
 
     async def get(self, tenant: str, file_id: str) -> StoredFile | None:
@@ -135,6 +150,7 @@ class FileStore:
             pipe.delete(_meta_key(file_id), _content_key(file_id))
             pipe.zrem(_index_key(tenant), file_id)
             await pipe.execute()
+        await byte_quota.mark_gone(self.redis, tenant, "file", _content_key(file_id))
         return True
 
     async def of_tenant(self, tenant: str, *, purpose: str | None = None, limit: int = 100) -> list[StoredFile]:

@@ -21,7 +21,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from store import affinity, arq_link, budget_holds, deliveries, keys
+from store import affinity, arq_link, budget_holds, byte_quota, deliveries, keys
 from store.admission import NotSubmitted, QueueAtLimit, QueueBounds, TenantQueueAtLimit, refusal
 from store.arq_link import connect
 from store.durability import Durability
@@ -215,7 +215,8 @@ class JobStore:
         exists, before anything else is checked (a key whose job has expired starts a new one).
         Raises QueueAtLimit (TenantQueueAtLimit for the tenant's own limit) when the store's queue
         bounds refuse it (store/admission.py; ``max_queue_depth`` overrides their depth), and
-        BudgetExhausted when the policy's token budgets have no room left for it; otherwise the
+        BudgetExhausted when the policy's token budgets have no room left for it, and
+        StoreQuotaExceeded when the tenant keeps its quota of bytes (store/byte_quota.py); otherwise the
         job reserves its token ceiling against them in the same step (store/budget_holds.py). With
         ``model`` None it only hands back the job the key names, and raises NotSubmitted when there
         is none: a caller whose own checks refused the job asks so whether it is a retry.
@@ -277,11 +278,14 @@ class JobStore:
             prefer_wait_ms=self.affinity_wait_ms,
             worker_wake_prefix=keys.worker_wake(model or "", ""),
             **budget_holds.script_args(request, policy),
+            **byte_quota.script_args(self.bounds.byte_quota(tenant)),
         )
         if code == -2:
             raise NotSubmitted("the idempotency key names no job")
         if code == budget_holds.REFUSED:
             raise budget_holds.refusal(tenant, [code, value, *rest])
+        if code == byte_quota.REFUSED:
+            raise byte_quota.refusal(tenant, [code, value, *rest])
         if code < 0:
             assert model is not None
             raise refusal(
@@ -507,10 +511,13 @@ class JobStore:
                 **admission,
                 job_prefix=keys.JOB_PREFIX,
                 **budget_holds.script_args(rec.request, policy),
+                **byte_quota.script_args(self.bounds.byte_quota(rec.tenant)),
             )
             code = int(code)
             if code == budget_holds.REFUSED:  # its token budgets have no room: nothing was written
                 raise budget_holds.refusal(rec.tenant, [code, value, *rest])
+            if code == byte_quota.REFUSED:  # the answers' bytes pass the tenant's quota: nothing was written
+                raise byte_quota.refusal(rec.tenant, [code, value, *rest])
             if code <= -10:  # the queue bounds refused the resumed attempt: nothing was written
                 raise refusal(
                     code + 10, int(value), *map(int, rest), model=model, tenant=rec.tenant, depth=admission["max_depth"]

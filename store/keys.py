@@ -163,6 +163,15 @@ USAGE_PREFIX = f"{PREFIX}:usage:"
 # Counters: the tokens a tenant's unfinished jobs hold against one budget window (store/budget_holds.py)
 BUDGET_HELD_PREFIX = f"{PREFIX}:budget-held:"
 
+# Hash per tenant: the bytes it keeps in Redis, per item and in all (store/byte_quota.py,
+# store/lua/lib/tenant_bytes.lua); beside it ``<key>:due``, when to look at each item again.
+TENANT_BYTES_PREFIX = f"{PREFIX}:bytes:"
+
+
+def tenant_bytes(tenant: str) -> str:
+    return f"{TENANT_BYTES_PREFIX}{tenant}"
+
+
 # Affinity (store/affinity.py): which conversations each worker holds, and a job's offer to
 # the worker that holds its prefix before any other (store/lua/dispatch.lua).
 HELD_PREFIX = f"{PREFIX}:held:"

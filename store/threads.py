@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from store import arq_link, budget_holds, keys
+from store import arq_link, budget_holds, byte_quota, keys
 from store.admission import refusal
 from store.jobstore import JobStore, _event_parts
 from store.scripts import Script
@@ -171,7 +171,7 @@ class ThreadStore:
         tid = new_thread_id()
         created = now_ms()
         max_threads = self.max_threads(tenant)
-        code, count = await self._create(
+        code, count, *rest = await self._create(
             thread=keys.thread(tid),
             messages=keys.thread_messages(tid),
             ids=keys.thread_ids(tid),
@@ -184,7 +184,10 @@ class ThreadStore:
             items=json.dumps([[new_item_id(), m.model_dump_json(exclude_none=True)] for m in messages]),
             max_threads=max_threads,
             thread_prefix=keys.THREAD_PREFIX,
+            **byte_quota.script_args(self.jobs.bounds.byte_quota(tenant)),
         )
+        if int(code) == byte_quota.REFUSED:
+            raise byte_quota.refusal(tenant, [code, count, *rest])
         if int(code) == -1:
             raise ThreadLimitReached(
                 f"tenant {tenant!r} has {int(count)} threads, its limit is {max_threads} (TOOLQ_MAX_THREADS, or "
@@ -250,6 +253,7 @@ class ThreadStore:
             index=keys.threads(tenant),
             tenant=tenant,
             thread_id=thread_id,
+            bytes_prefix=keys.TENANT_BYTES_PREFIX,
         )
         if int(out[0]) == -3:
             raise ThreadNotFound(thread_id)
@@ -299,14 +303,17 @@ class ThreadStore:
         """Append messages; returns their ids. Raises ThreadLimitReached past the thread's cap."""
         ids = [new_item_id() for _ in messages]
         pairs = [[i, m.model_dump_json(exclude_none=True)] for i, m in zip(ids, messages, strict=True)]
-        code, count = await self._add(
+        code, count, *rest = await self._add(
             thread=keys.thread(thread_id),
             messages=keys.thread_messages(thread_id),
             ids=keys.thread_ids(thread_id),
             tenant=tenant,
             items=json.dumps(pairs, ensure_ascii=False),
             max_messages=self.max_messages(tenant),
+            **byte_quota.script_args(self.jobs.bounds.byte_quota(tenant)),
         )
+        if int(code) == byte_quota.REFUSED:
+            raise byte_quota.refusal(tenant, [code, count, *rest])
         if int(code) == -3:
             raise ThreadNotFound(thread_id)
         if int(code) == -4:
@@ -322,6 +329,7 @@ class ThreadStore:
                 ids=keys.thread_ids(thread_id),
                 tenant=tenant,
                 item_id=item_id,
+                bytes_prefix=keys.TENANT_BYTES_PREFIX,
             )
         )
         if n == -3:
@@ -415,9 +423,12 @@ class ThreadStore:
             max_messages=self.max_messages(tenant),
             input_count=len(request.messages) - lead,
             **budget_holds.script_args(request, policy),
+            **byte_quota.script_args(self.jobs.bounds.byte_quota(tenant)),
         )
         if int(code) == budget_holds.REFUSED:  # its token budgets have no room (budget.lua); nothing was written
             raise budget_holds.refusal(tenant, [code, active, *rest])
+        if int(code) == byte_quota.REFUSED:  # the tenant keeps its quota of bytes; nothing was written
+            raise byte_quota.refusal(tenant, [code, active, *rest])
         if int(code) == -5:
             raise self._too_many_messages(tenant, thread_id, int(active), len(request.messages) - lead)
         if int(code) <= -10:  # the queue bounds refused it (admit.lua); nothing was written

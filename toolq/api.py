@@ -199,3 +199,13 @@ class UsageView(BaseModel):
     tokens_per_minute: int | None = None
     tokens_per_day: int | None = None
     job_tokens: int | None = None
+    max_queued: int | None = None
+    max_threads: int | None = None
+    max_thread_messages: int | None = None
+    store_bytes: int | None = Field(
+        default=None, description="the bytes the tenant may keep in the job store (its own or the gateway's default)"
+    )
+    store_bytes_used: dict[str, int] = Field(
+        default_factory=dict,
+        description="the bytes it keeps there, as counted: total, job (records), thread (messages), file",
+    )

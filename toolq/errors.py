@@ -183,6 +183,14 @@ class BudgetExhausted(QueueFull):
         self.budget = budget  # tokens_per_minute | tokens_per_day: the error's field
 
 
+class StoreQuotaExceeded(ToolqError):
+    """A tenant holds its quota of bytes in the job store (store/byte_quota.py): a 429 that names
+    the quota and what the tenant holds. It is not retried: the tenant frees bytes (deletes
+    threads or files) or waits for its finished jobs to expire."""
+
+    status, code = 429, "store_quota_exceeded"
+
+
 class TooManyFollowers(QueueFull):
     """A tenant already follows as many job event streams on this gateway as its cap allows."""
 
@@ -214,6 +222,7 @@ class NotReplicatedError(Unavailable):
 BY_CODE: dict[str, type[ToolqError]] = {
     cls.code: cls
     for cls in (
+        StoreQuotaExceeded,
         InvalidRequest,
         UnknownModel,
         UnknownTool,

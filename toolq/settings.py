@@ -31,16 +31,21 @@ class RedisSettings(BaseSettings):
 
 
 DEFAULT_MAX_QUEUE_DEPTH = 1000  # per model: the gateway's TOOLQ_MAX_QUEUE_DEPTH too
+# Bytes a tenant may keep in Redis (store/byte_quota.py), TOOLQ_TENANT_STORE_BYTES; a quarter of
+# compose's 1 GB maxmemory, so one tenant never fills the store for the others. 0: no quota.
+DEFAULT_TENANT_STORE_BYTES = 256 << 20
 
 
 class AdmissionSettings(BaseSettings):
     """The queue bounds the SDK's Redis mode applies to its submissions, read from the same
-    variables as the gateway's (``TOOLQ_MAX_QUEUE_DEPTH``, ``TOOLQ_TENANTS``), so a job submitted
-    straight into Redis is admitted as one through a gateway (store/admission.py)."""
+    variables as the gateway's (``TOOLQ_MAX_QUEUE_DEPTH``, ``TOOLQ_TENANTS``,
+    ``TOOLQ_TENANT_STORE_BYTES``), so a job submitted straight into Redis is admitted as one
+    through a gateway (store/admission.py, store/byte_quota.py)."""
 
     model_config = SettingsConfigDict(env_prefix="TOOLQ_", extra="ignore")
 
     max_queue_depth: int = Field(default=DEFAULT_MAX_QUEUE_DEPTH, ge=1)
+    tenant_store_bytes: int = Field(default=DEFAULT_TENANT_STORE_BYTES, ge=0)
     tenants: Annotated[dict[str, TenantPolicy], NoDecode] = Field(default_factory=dict)
 
     @field_validator("tenants", mode="before")

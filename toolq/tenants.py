@@ -11,7 +11,8 @@ Where each part is enforced: the weight and the running cap by the fair choice o
 admission (store/admission.py); the per-minute and per-day budgets
 in the same step, each job reserving its token ceiling (store/budget_holds.py; a 429 naming the
 budget); the per-job cap by the worker, between rounds (the job ends
-with ``error`` / ``budget_exceeded``).
+with ``error`` / ``budget_exceeded``); the bytes it keeps in Redis by every script that writes
+what it sends (store/byte_quota.py; a 429 naming the quota).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ class TenantPolicy(BaseModel):
     tokens_per_minute: int | None = Field(default=None, ge=1)  # prompt + completion, per clock minute
     tokens_per_day: int | None = Field(default=None, ge=1)  # per UTC day
     job_tokens: int | None = Field(default=None, ge=1)  # one job, all its rounds
+    # bytes kept in Redis: job records, thread messages, files (store/byte_quota.py); none: the
+    # gateway's TOOLQ_TENANT_STORE_BYTES
+    store_bytes: int | None = Field(default=None, ge=1)
 
 
 def parse_tenants(value: Any) -> dict[str, TenantPolicy]:

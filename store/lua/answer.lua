@@ -25,6 +25,7 @@
 -- include: admit.lua
 -- include: affinity_prefer.lua
 -- include: budget.lua
+-- include: tenant_bytes.lua
 --
 -- KEYS[1] job             the job record (hash)
 -- KEYS[2] log             the job's event stream
@@ -69,12 +70,15 @@
 -- ARGV[25] tokens_per_day the tenant's day budget; '' none
 -- ARGV[26] tokens_per_minute  the tenant's minute budget; '' none
 -- ARGV[27] budget_ceiling the tokens the job reserves (store/budget_holds.py); '' no budget
+-- ARGV[28] bytes_prefix   store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: what the answers add)
+-- ARGV[29] store_bytes    the bytes the tenant may keep in Redis; '' no quota
 --
 -- Returns {1, ''} recorded (answers still missing), {2, seq} recorded and resumed (seq of the
 -- queued event), {0, status} the job ended, {-2, status} the job is not paused, {-3, ''} no such
 -- job (or another tenant's), {-4, ''} the record changed since it was read, or the queue bounds'
 -- refusal {-10 + admit.lua's code, count, limit, tenants} (-11, -13, -14 as thread_run.lua's), or
--- budget.lua's {-20, budget, used, held, limit, ms until the window ends}.
+-- budget.lua's {-20, budget, used, held, limit, ms until the window ends}, or tenant_bytes.lua's
+-- {-30, held, quota, add, jobs, threads, files}: the answers' bytes would take the tenant past its quota.
 
 local h = redis.call('HMGET', job, 'tenant', 'terminal', 'status', 'attempt', 'actions', 'priority', 'worker')
 if not h[1] or (tenant ~= '' and h[1] ~= tenant) then return {-3, ''} end
@@ -82,6 +86,8 @@ if h[2] == '1' then return {0, h[3]} end
 if h[3] ~= 'requires_action' then return {-2, h[3] or ''} end
 if h[4] ~= attempt or h[5] ~= seen then return {-4, ''} end
 if complete ~= '1' then
+  local full = bytes_charge(bytes_prefix, h[1], 'job', job, #actions - #seen, store_bytes)
+  if full then return full end
   redis.call('HSET', job, 'actions', actions)
   return {1, ''}
 end
@@ -92,6 +98,8 @@ if refused then
 end
 local holds, spent = budget_check(usage_prefix, budget_held_prefix, h[1], tokens_per_day, tokens_per_minute, budget_ceiling, job)
 if spent then return spent end
+local full = bytes_charge(bytes_prefix, h[1], 'job', job, #actions - #seen, store_bytes)
+if full then return full end
 redis.call('HSET', job, 'actions', actions)
 budget_hold(job, holds)
 redis.call('HINCRBY', job, 'attempt', 1)

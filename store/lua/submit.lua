@@ -25,6 +25,7 @@
 -- include: job_index.lua
 -- include: affinity_prefer.lua
 -- include: budget.lua
+-- include: tenant_bytes.lua
 --
 -- KEYS[1] job                the new job's record (hash)
 -- KEYS[2] log                the new job's event stream
@@ -79,10 +80,13 @@
 -- ARGV[33] tokens_per_day    the tenant's day budget; '' none
 -- ARGV[34] tokens_per_minute the tenant's minute budget; '' none
 -- ARGV[35] budget_ceiling    the tokens the job reserves (store/budget_holds.py); '' no budget
+-- ARGV[36] bytes_prefix      store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: the record's bytes)
+-- ARGV[37] store_bytes       the bytes the tenant may keep in Redis; '' no quota
 --
 -- Returns {1, job id} created, {0, job id} the job the key already names, {-2, ''} no model was
 -- given and the key names no job, admit.lua's refusal {code, count, limit, tenants}, or
--- budget.lua's {-20, budget, used, held, limit, ms until the window ends}.
+-- budget.lua's {-20, budget, used, held, limit, ms until the window ends}, or tenant_bytes.lua's
+-- {-30, held, quota, add, jobs, threads, files}.
 
 if idempotency_ttl_s ~= '' then
   local existing = redis.call('GET', idempotency)
@@ -95,6 +99,8 @@ local refused = admit(fair_prefix, model, tenant, queue, fair, max_depth, max_qu
 if refused then return refused end
 local holds, spent = budget_check(usage_prefix, budget_held_prefix, tenant, tokens_per_day, tokens_per_minute, budget_ceiling)
 if spent then return spent end
+local full = bytes_charge(bytes_prefix, tenant, 'job', job, #request + #payload, store_bytes)
+if full then return full end
 if idempotency_ttl_s ~= '' then redis.call('SET', idempotency, job_id, 'EX', idempotency_ttl_s) end
 redis.call('HSET', job, 'request', request, 'model', model, 'tenant', tenant, 'status', 'queued',
            'attempt', 1, 'seq', 1, 'created_ms', created_ms, 'priority', priority)

@@ -3,6 +3,8 @@
 -- The index keeps the ids of threads that expired since (store/threads.py), so a tenant at
 -- its cap first has those dropped, and only live threads count.
 --
+-- include: tenant_bytes.lua
+--
 -- KEYS[1] thread          the new thread's hash
 -- KEYS[2] messages        its messages (list of Message JSON)
 -- KEYS[3] ids             its message ids (list, aligned with messages)
@@ -15,8 +17,11 @@
 -- ARGV[6] items           JSON array of [id, Message JSON] pairs (its first messages)
 -- ARGV[7] max_threads     the tenant's cap on its threads; '' none
 -- ARGV[8] thread_prefix   store.keys.THREAD_PREFIX: a thread's key is thread_prefix .. '{' .. id .. '}'
+-- ARGV[9] bytes_prefix    store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: its messages' bytes)
+-- ARGV[10] store_bytes    the bytes the tenant may keep in Redis; '' no quota
 --
--- Returns {1, count} created (the tenant's threads now), {-1, count} the tenant is at its cap.
+-- Returns {1, count} created (the tenant's threads now), {-1, count} the tenant is at its cap, or
+-- tenant_bytes.lua's {-30, held, quota, add, jobs, threads, files}.
 
 if max_threads ~= '' and redis.call('ZCARD', index) >= tonumber(max_threads) then
   for _, id in ipairs(redis.call('ZRANGE', index, 0, -1)) do
@@ -25,9 +30,14 @@ if max_threads ~= '' and redis.call('ZCARD', index) >= tonumber(max_threads) the
   local n = redis.call('ZCARD', index)
   if n >= tonumber(max_threads) then return {-1, n} end
 end
+local pairs_ = cjson.decode(items)
+local size = 0
+for _, pair in ipairs(pairs_) do size = size + #pair[1] + #pair[2] end
+local full = bytes_charge(bytes_prefix, tenant, 'thread', messages, size + #metadata, store_bytes)
+if full then return full end
 redis.call('HSET', thread, 'tenant', tenant, 'created_ms', created_ms, 'metadata', metadata, 'ttl_s', ttl_s,
            'active', '')
-for _, pair in ipairs(cjson.decode(items)) do
+for _, pair in ipairs(pairs_) do
   redis.call('RPUSH', messages, pair[2])
   redis.call('RPUSH', ids, pair[1])
 end

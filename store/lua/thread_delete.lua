@@ -2,6 +2,10 @@
 -- that were active or waiting, which the caller cancels (store/threads.py); a run's end
 -- finds no thread then and appends nothing.
 --
+-- The bytes its messages held leave its tenant's count (tenant_bytes.lua).
+--
+-- include: tenant_bytes.lua
+--
 -- KEYS[1] thread          the thread's hash
 -- KEYS[2] messages        the thread's messages
 -- KEYS[3] ids             the thread's message ids
@@ -10,6 +14,7 @@
 -- KEYS[6] index           the tenant's threads (sorted set)
 -- ARGV[1] tenant          the caller's tenant: another tenant's thread is not found
 -- ARGV[2] thread_id       the thread's id
+-- ARGV[3] bytes_prefix    store.keys.TENANT_BYTES_PREFIX
 --
 -- Returns {1, run ids...} deleted, {-3} no such thread.
 
@@ -20,4 +25,5 @@ if active and active ~= '' then table.insert(out, active) end
 for _, id in ipairs(redis.call('ZRANGE', waiting, 0, -1)) do table.insert(out, id) end
 redis.call('DEL', thread, messages, ids, waiting, runs)
 redis.call('ZREM', index, thread_id)
+bytes_release(bytes_prefix .. tenant, 'thread ' .. messages)
 return out

@@ -20,6 +20,7 @@
 -- include: thread_touch.lua
 -- include: job_index.lua
 -- include: budget.lua
+-- include: tenant_bytes.lua
 --
 -- KEYS[1] thread          the thread's hash
 -- KEYS[2] waiting         the thread's waiting runs (sorted set)
@@ -81,6 +82,8 @@
 -- ARGV[47] tokens_per_day the tenant's day budget; '' none
 -- ARGV[48] tokens_per_minute  the tenant's minute budget; '' none
 -- ARGV[49] budget_ceiling the tokens the run reserves (store/budget_holds.py); '' no budget
+-- ARGV[50] bytes_prefix   store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: the run's record)
+-- ARGV[51] store_bytes    the bytes the tenant may keep in Redis; '' no quota
 --
 -- Returns {1, ''} started, {2, active} waiting behind the active run, {3, active} waiting while
 -- the active run is being stopped, {-1, active} rejected, {-3, ''} no such thread, or the queue
@@ -88,7 +91,8 @@
 -- -13 the tenant's own cap, -14 its share of a full queue; {-5, count, max_messages} the thread
 -- holds too many messages for the run's input (a run's own output may take it past the cap once:
 -- it is appended when the run ends, and never refused then); budget.lua's {-20, budget, used, held,
--- limit, ms until the window ends} when the tenant's token budgets have no room. A run that waits behind the active one
+-- limit, ms until the window ends} when the tenant's token budgets have no room; tenant_bytes.lua's
+-- {-30, held, quota, add, jobs, threads, files} when the tenant keeps its quota of bytes. A run that waits behind the active one
 -- counts as queued (admit_hold) until its turn comes (thread_turns.lua: thread_start).
 
 if redis.call('HGET', thread, 'tenant') ~= tenant then return {-3, ''} end
@@ -113,6 +117,13 @@ if refused then
 end
 local holds, spent = budget_check(usage_prefix, budget_held_prefix, tenant, tokens_per_day, tokens_per_minute, budget_ceiling)
 if spent then return spent end
+-- the record keeps the request's parts twice (request, th_*) and starts with a copy of the history
+local messages = thread .. ':messages'
+bytes_fold(bytes_prefix, tenant, thread, messages)
+local history = tonumber(redis.call('HGET', bytes_prefix .. tenant, 'thread ' .. messages) or '0')
+local record = 2 * (#req_head + #req_input + #req_tail) + #payload + history
+local full = bytes_charge(bytes_prefix, tenant, 'job', job, record, store_bytes)
+if full then return full end
 
 local turn = redis.call('HINCRBY', thread, 'arrivals', 1)
 redis.call('HSET', job, 'request', req_head .. req_input .. req_tail, 'model', model, 'tenant', tenant,

@@ -67,7 +67,9 @@ class RedisTransport:
         # a job submitted here takes the same fair turn (store/fair.py) and passes the same
         # queue bounds (store/admission.py) as one through a gateway
         self.store = JobStore.from_url(
-            redis_url, fair=True, bounds=QueueBounds(admission.max_queue_depth, admission.tenants)
+            redis_url,
+            fair=True,
+            bounds=QueueBounds(admission.max_queue_depth, admission.tenants, admission.tenant_store_bytes),
         )
 
     async def aclose(self) -> None:

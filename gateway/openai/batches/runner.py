@@ -38,7 +38,7 @@ from store.fair import FairQueue
 from store.files import FileStore
 from store.fleet import queue_depths
 from store.jobstore import JobNotFound
-from toolq.errors import BudgetExhausted, QueueFull, ToolqError
+from toolq.errors import BudgetExhausted, QueueFull, StoreQuotaExceeded, ToolqError
 
 log = structlog.get_logger("toolq.gateway.batches")
 
@@ -191,8 +191,10 @@ class BatchRunner:
                 job = job.model_copy(update={"metadata": {**job.metadata, "toolq_batch": batch_id}, "priority": 0})
                 key = f"batch:{batch_id}:{index}"
                 submitted = await enqueue(self.state, job, tenant, idempotency_key=key, default_webhook=False)
-            except (QueueFull, BudgetExhausted):
-                return moved  # the line waits for room or for its tenant's next window
+            except (QueueFull, BudgetExhausted, StoreQuotaExceeded):
+                # the line waits for room, its tenant's next window, or its finished jobs' records
+                # to expire (store/byte_quota.py); past the batch's window it expires
+                return moved
             except ToolqError as e:  # its model or tools are no longer served
                 answer = refused(line.custom_id, e.status, e.message, e.code)
                 await self.batches.answer(batch_id, None, line.custom_id, answer, ok=False)

@@ -25,10 +25,15 @@ local function thread_end(job, job_id, status, produced, thread_prefix, job_pref
   local keep = (status == 'succeeded' and f[3] ~= 'none') or f[3] == 'partial'
   if keep and produced ~= '' then
     local msgs = cjson.decode(produced)
+    local size = 0
     for i = tonumber(f[2]) + 1, #msgs do
+      local id = 'msg_' .. string.sub(job_id, 5) .. '_' .. i
       redis.call('RPUSH', tkey .. ':messages', msgs[i])
-      redis.call('RPUSH', tkey .. ':ids', 'msg_' .. string.sub(job_id, 5) .. '_' .. i)
+      redis.call('RPUSH', tkey .. ':ids', id)
+      size = size + #msgs[i] + #id
     end
+    -- counted in its tenant's bytes at the thread's next charge (tenant_bytes.lua: bytes_fold)
+    if size > 0 then redis.call('HINCRBY', tkey, 'unbilled', size) end
   end
   thread_next(tkey, job_prefix)
   thread_touch(tkey)
