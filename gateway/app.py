@@ -18,6 +18,7 @@ from gateway.fleet import FleetView
 from gateway.followers import Seats
 from gateway.json_door import JsonDepthLimit
 from gateway.limits import BodySizeLimit
+from gateway.loop_watch import LoopWatch
 from gateway.metrics import EventObserver, GatewayMetrics
 from gateway.openai import conversations as openai_conversations
 from gateway.openai import errors as openai_errors
@@ -123,6 +124,8 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
             app.state.toolq.files,
             RunnerSettings(max_in_flight=settings.batch_max_in_flight, headroom_slots=settings.batch_headroom_slots),
         )
+        loop_watch = LoopWatch(metrics.registry)
+        loop_watch.start()
         observer.start()
         hub.start()
         runner.start()
@@ -140,6 +143,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
             yield
         finally:
             warming.cancel()
+            await loop_watch.stop()
             await runner.stop()
             await hub.stop()
             await observer.stop()

@@ -20,6 +20,8 @@ from gateway.check_process import NICE, in_check_process
 from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import asgi_client, queued_jobs, register_fake_worker
 from tests.support.gateways import GatewayProcess
+from tests.support.healthz_probe import HealthzProbe
+from tests.support.loop_lag import lag_buckets, stalls
 
 ASK = [{"role": "user", "content": "hi"}]
 
@@ -133,33 +135,49 @@ async def test_healthz_answers_promptly_while_hostile_bodies_are_validated(redis
     try:
         async with httpx.AsyncClient(base_url=gw.url, timeout=60) as http:
             await http.get("/healthz")
-            latencies: list[float] = []
-            done = asyncio.Event()
-
-            async def probe() -> None:
-                while not done.is_set():
-                    t0 = time.perf_counter()
-                    r = await http.get("/healthz")
-                    latencies.append(time.perf_counter() - t0)
-                    assert r.status_code == 200
-                    await asyncio.sleep(0.02)
+            await check_process_warm(http)
+            before = await lag_buckets(http)
 
             async def post(body: bytes) -> httpx.Response:
                 return await http.post("/v1/jobs", content=body, headers={"content-type": "application/json"})
 
-            prober = asyncio.create_task(probe())
-            t0 = time.perf_counter()
-            answers = await asyncio.gather(*(post(b) for b in bodies))
-            busy_s = time.perf_counter() - t0
-            done.set()
-            await prober
+            # /healthz asked from a process of its own: this one's loop is busy sending the bodies
+            with HealthzProbe(gw.url) as probe:
+                t0 = time.perf_counter()
+                answers = await asyncio.gather(*(post(b) for b in bodies))
+                busy_s = time.perf_counter() - t0
+            seen = stalls(before, await lag_buckets(http))
     finally:
         gw.stop()
     assert all(a.status_code == 202 for a in answers), [a.text[:300] for a in answers]
-    worst_ms = max(latencies) * 1000
-    print(f"4 hostile bodies checked in {busy_s:.2f} s; /healthz: {len(latencies)} probes, worst {worst_ms:.0f} ms")
+    print(
+        f"4 hostile bodies checked in {busy_s:.2f} s; gateway loop: {seen.count} wake-ups, the longest stall "
+        f"{seen.longest}; /healthz worst {probe.worst_ms} ms"
+    )
     assert busy_s > 0.5, "the bodies were cheap to check: the test measures nothing"
-    assert worst_ms < 100, f"/healthz took {worst_ms:.0f} ms while hostile bodies were being checked"
+    assert seen.count > 20, "the loop watch did not run"
+    assert seen.longest_ms <= 100, f"the gateway's loop stalled {seen.longest} while hostile bodies were checked"
+    assert probe.worst_ms < 100, f"/healthz took {probe.worst_ms} ms while hostile bodies were being checked"
+
+
+async def check_process_warm(http: httpx.AsyncClient, timeout_s: float = 60) -> None:
+    """Wait until the gateway's check process has started and imported what it checks with
+    (gateway/check_process.py warms it in the background at startup): a spawn that competes with
+    the first bodies for the CPU is the start-up's cost, not a body's."""
+    props = {f"p{i}": {"type": "string"} for i in range(80)}  # past INLINE_OBJECTS: checked there
+    probe = {
+        "messages": [{"role": "user", "content": "x"}],
+        "model": "m",
+        "tools": [tool({"type": "object", "properties": props}, "warm")],
+    }
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        t0 = time.perf_counter()
+        r = await http.post("/v1/jobs", json=probe)
+        assert r.status_code == 202, r.text
+        if time.perf_counter() - t0 < 0.05:
+            return
+        await asyncio.sleep(0.1)
 
 
 async def test_heavy_checks_run_in_a_process_of_their_own_at_a_lower_cpu_priority():

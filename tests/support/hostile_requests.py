@@ -29,9 +29,10 @@ class Outcome:
         return self.how.startswith("BAD")
 
 
-async def job_end(http: httpx.AsyncClient, job_id: str, key: str, timeout_s: float) -> dict | None:
-    """The job's terminal event (type and data), or None when it did not end in ``timeout_s``.
-    A job that pauses for its caller (``requires_action``) is cancelled, and the pause returned."""
+async def first_of(
+    http: httpx.AsyncClient, job_id: str, key: str, kinds: tuple[str, ...], timeout_s: float
+) -> dict | None:
+    """The job's first event of ``kinds`` (type and data), or None when none came in ``timeout_s``."""
     try:
         async with asyncio.timeout(timeout_s):
             async with http.stream("GET", f"/v1/jobs/{job_id}/events", headers={"X-API-Key": key}) as resp:
@@ -39,16 +40,23 @@ async def job_end(http: httpx.AsyncClient, job_id: str, key: str, timeout_s: flo
                 async for line in resp.aiter_lines():
                     if line.startswith("event:"):
                         kind = line.split(":", 1)[1].strip()
-                    elif line.startswith("data:") and kind in ENDINGS:
-                        ended = {"type": kind, "data": json.loads(line[5:]).get("data", {})}
-                        break
-                else:
-                    return None
-        if ended["type"] == "requires_action":
-            await http.post(f"/v1/jobs/{job_id}/cancel", headers={"X-API-Key": key})
-        return ended
+                    elif line.startswith("data:") and kind in kinds:
+                        return {"type": kind, "data": json.loads(line[5:]).get("data", {})}
     except (TimeoutError, httpx.HTTPError):
         return None
+    return None
+
+
+async def job_end(http: httpx.AsyncClient, job_id: str, key: str, timeout_s: float) -> dict | None:
+    """The job's terminal event (type and data), or None when it did not end in ``timeout_s``.
+    A job that pauses for its caller (``requires_action``) is cancelled, and the pause returned."""
+    ended = await first_of(http, job_id, key, ENDINGS, timeout_s)
+    if ended is not None and ended["type"] == "requires_action":
+        try:
+            await http.post(f"/v1/jobs/{job_id}/cancel", headers={"X-API-Key": key})
+        except httpx.HTTPError:
+            return None
+    return ended
 
 
 def ending(cls: str, terminal: dict | None) -> Outcome:
@@ -293,6 +301,47 @@ async def last_event_id_past_end(http: httpx.AsyncClient, key: str) -> Outcome:
     return Outcome("last_event_id_past_end", f"{resumed.status_code} in {took:.2f} s")
 
 
+async def _paused_calls(http: httpx.AsyncClient, job_id: str, key: str, timeout_s: float) -> list[str] | None:
+    """The ids of the calls a job paused on, or None when it ended (or did not pause in time)."""
+    ended = await first_of(http, job_id, key, ENDINGS, timeout_s)
+    if ended is None or ended["type"] != "requires_action":
+        return None
+    return [c["id"] for c in ended["data"]["calls"]]
+
+
+async def paused_flood(http: httpx.AsyncClient, key: str, n: int = 16, waves: int = 3) -> Outcome:
+    """Jobs parked on a client tool in ``waves`` of ``n`` (a paused job holds no place in the queue,
+    so the waves park more than the queue takes), then every answer posted at once: each resume
+    meets a new job's admission (store/lua/answer.lua), so past the tenant's share it gets a 429,
+    never a 5xx, and every resumed job ends."""
+    h = {"X-API-Key": key}
+    body = call_tool("lookup", {"type": "object", "properties": {"q": {"type": "string", "maxLength": 8}}})
+    parked: list[tuple[str, list[str]]] = []
+    for _ in range(waves):
+        posted = await asyncio.gather(*(http.post("/v1/jobs", json=body, headers=h) for _ in range(n)))
+        if any(r.status_code >= 500 for r in posted):
+            return Outcome("paused_flood", f"BAD submit {sorted(r.status_code for r in posted)}")
+        jobs = [r.json()["job_id"] for r in posted if r.status_code == 202]
+        calls = await asyncio.gather(*(_paused_calls(http, j, key, 300) for j in jobs))
+        parked += [(j, c) for j, c in zip(jobs, calls, strict=True) if c]
+
+    async def answer(job_id: str, ids: list[str]) -> httpx.Response:
+        results = [{"tool_call_id": i, "content": "none"} for i in ids]
+        return await http.post(f"/v1/jobs/{job_id}/tool_results", json=results, headers=h)
+
+    answers = await asyncio.gather(*(answer(j, c) for j, c in parked))
+    codes = Counter(a.status_code for a in answers)
+    bad = {c: k for c, k in codes.items() if c >= 500}
+    resumed = [j for (j, _), a in zip(parked, answers, strict=True) if a.status_code == 200]
+    ends = await asyncio.gather(*(job_end(http, j, key, 300) for j in resumed))
+    for (j, _), a in zip(parked, answers, strict=True):
+        if a.status_code != 200:  # refused: still paused, its answer not taken; let it go
+            await http.post(f"/v1/jobs/{j}/cancel", headers=h)
+    lost = sum(e is None for e in ends)
+    seen = f"{len(parked)} parked, answers " + " ".join(f"{c}x{k}" for c, k in sorted(codes.items()))
+    return Outcome("paused_flood", f"BAD {bad} {lost} never ended" if bad or lost else seen)
+
+
 def _nested_value(depth: int) -> dict:
     value: dict = {"leaf": 1}
     for _ in range(depth - 1):
@@ -384,4 +433,5 @@ HOSTILE: tuple[Callable[[httpx.AsyncClient, str], Awaitable[Outcome]], ...] = (
     deep_pattern_groups,
     many_subschemas,
     heavy_schema_body,
+    paused_flood,
 )

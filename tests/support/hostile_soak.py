@@ -26,9 +26,11 @@ from store import keys
 from tests.support.gateways import GatewayProcess
 from tests.support.healthz_probe import HealthzProbe
 from tests.support.hostile_requests import HOSTILE, Outcome, job_end
+from tests.support.loop_lag import Stalls, lag_buckets, stalls
 from tests.support.workers import WorkerProcess
 
 KEYS = {"ka": "a", "kb": "b"}
+METRICS_KEY = {"X-API-Key": "kb"}
 HEARTBEAT_MS = 250
 ROUND_PAUSE_S = 1.0  # between two rounds of tenant A's classes: a stubborn tenant, not a DoS of the HTTP server
 # The worker's address-space cap: a grammar that would grow without bound (23.9 GB once, before
@@ -57,6 +59,7 @@ class SoakReport:
     outcomes: list[Outcome] = field(default_factory=list)
     longest_gap_ms: int = 0
     healthz_worst_ms: int = 0  # the gateway's loop, seen from outside (tests/support/healthz_probe.py)
+    gateway: Stalls | None = None  # the gateway's loop during A's attack, seen from inside (gateway/loop_watch.py)
     worker_alive: bool = True
     hostile_s: float = 0.0
 
@@ -83,7 +86,9 @@ class SoakReport:
             f"tenant B endings: {dict(self.b_endings)}",
             f"worker loop's longest stall: {self.stall_ms} ms (heartbeat gap {self.longest_gap_ms} ms, "
             f"interval {HEARTBEAT_MS} ms; target < 1000 ms); worker alive: {self.worker_alive}",
-            f"gateway /healthz worst: {self.healthz_worst_ms} ms (target < 100 ms)",
+            f"gateway loop's longest stall: {self.gateway.longest if self.gateway else '?'} "
+            f"(target <= 100 ms; {self.gateway.count if self.gateway else 0} wake-ups of its 20 ms timer); "
+            f"/healthz worst, from a process beside it: {self.healthz_worst_ms} ms",
             f"tenant A: {len(self.outcomes)} hostile requests over {self.hostile_s:.0f} s, {len(self.bad)} bad",
         ]
         out += [f"  {cls:32} {', '.join(f'{h} x{n}' for h, n in c.most_common())}" for cls, c in by_class.items()]
@@ -180,6 +185,7 @@ async def run_soak(
                 await b_run(http, b_jobs, b_gap_s, report.quiet_s, Counter())
                 stop = asyncio.Event()
                 t0 = time.monotonic()
+                before = await lag_buckets(http, METRICS_KEY)
                 with HealthzProbe(gateway.url) as probe:
                     a = asyncio.ensure_future(hostile(http, stop, report.outcomes, set(only)))
                     await asyncio.sleep(1)  # tenant A first: B arrives at a fleet already under attack
@@ -188,6 +194,7 @@ async def run_soak(
                     await a
                 report.hostile_s = time.monotonic() - t0
                 report.healthz_worst_ms = probe.worst_ms
+                report.gateway = stalls(before, await lag_buckets(http, METRICS_KEY))
             report.longest_gap_ms = watch.longest_ms
         report.worker_alive = worker.proc.poll() is None
     finally:
