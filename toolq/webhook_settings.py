@@ -14,8 +14,8 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from toolq.protocol import Webhook
 from toolq.webhooks import secret_key
+from toolq.wire.protocol import Webhook
 
 
 class WebhookSettings(BaseSettings):

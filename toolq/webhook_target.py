@@ -6,9 +6,9 @@ and the SDK's Redis mode (toolq/client/redis_transport.py)."""
 from __future__ import annotations
 
 from toolq.errors import InvalidRequest
-from toolq.protocol import JobRequest
 from toolq.webhook_settings import WebhookSettings
 from toolq.webhook_urls import Resolver, WebhookHostUnresolved, WebhookUrlRefused, check_url
+from toolq.wire.protocol import JobRequest
 
 REFUSED = "webhook_refused"  # the error code of a refused webhook
 

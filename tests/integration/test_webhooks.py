@@ -26,8 +26,8 @@ from tests.support.processes import REPO, ToolqProcess
 from tests.support.workers import WorkerProcess, write_rules
 from toolq import SyncClient
 from toolq.local import free_port
-from toolq.protocol import EventType, JobRequest, JobStatus, Message, Webhook, now_ms
 from toolq.webhooks import new_secret
+from toolq.wire.protocol import EventType, JobRequest, JobStatus, Message, Webhook, now_ms
 
 NEW, OLD = new_secret(), new_secret()  # a rotation in progress: every delivery carries both signatures
 SECRETS = json.dumps({"default": [NEW, OLD]})

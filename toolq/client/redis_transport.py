@@ -25,13 +25,13 @@ from store.errors import RedisConnectionError, RedisTimeoutError
 from store.fleet import read_fleet
 from store.jobstore import JobNotFound, JobStore, NotSubmitted, QueueAtLimit
 from toolq import errors
-from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.budgets import budget_refusal
 from toolq.client.transport import Retryable, StreamEnded, caller_trace
-from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
 from toolq.settings import AdmissionSettings
 from toolq.webhook_settings import WebhookSettings
 from toolq.webhook_target import settle_webhook
+from toolq.wire.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
+from toolq.wire.protocol import ActionKind, Event, JobRequest, JobStatus
 
 __all__ = ["DIRECT_TENANT", "STORE_ERRORS", "RedisTransport", "store_errors"]
 
