@@ -38,7 +38,7 @@ from store.files import FileLimits, FileStore
 from store.fleet import Fleet
 from store.jobstore import JobNotFound, JobStore, connect
 from toolq.tracing import on as tracing_on
-from toolq.webhook_settings import WebhookSettings
+from toolq.webhooks.settings import WebhookSettings
 from toolq.wire.protocol import PROTOCOL_VERSION
 
 log = structlog.get_logger("toolq.gateway")

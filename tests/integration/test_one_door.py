@@ -21,7 +21,7 @@ from toolq import errors
 from toolq.client.redis_transport import DIRECT_TENANT, RedisTransport
 from toolq.settings import AdmissionSettings
 from toolq.tenants import TenantPolicy
-from toolq.webhook_settings import WebhookSettings
+from toolq.webhooks.settings import WebhookSettings
 from toolq.wire.protocol import JobRequest
 
 MODEL = "alpha"

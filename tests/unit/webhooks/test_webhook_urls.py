@@ -7,7 +7,7 @@ import ipaddress
 
 import pytest
 
-from toolq.webhook_urls import WebhookHostUnresolved, WebhookUrlRefused, check_url, why_refused
+from toolq.webhooks.urls import WebhookHostUnresolved, WebhookUrlRefused, check_url, why_refused
 from toolq.wire.protocol import JobRequest
 
 
