@@ -1,4 +1,4 @@
-"""What a job, its events and a thread cost Redis in memory (README: "Sizing Redis").
+"""What a job, its events and a thread cost Redis in memory (docs/operations.md: "Sizing Redis").
 
 Starts a redis-server of its own and a scripted worker (the real worker process, a scripted
 engine: tests/support/workers.py), submits jobs through the store as the SDK's Redis mode does

@@ -2,7 +2,7 @@
 
 One watcher per worker looks at the cancel keys of all its running jobs in one round trip a
 poll, where a watcher per job cost a round trip per job a poll: 20 a second for every running
-job, for a job that runs for seconds more Redis work than all the rest of it (ARCHITECTURE.md,
+job, for a job that runs for seconds more Redis work than all the rest of it (docs/architecture/redis.md,
 "What a job costs Redis"). worker/app.py starts it with the worker."""
 
 from __future__ import annotations

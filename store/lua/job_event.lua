@@ -1,7 +1,7 @@
 -- Write one event that concerns only its job: no lease, no terminal step, no webhook, no usage
 -- (a token, a tool call, a tool result with its checkpoint). It touches the job's record and
 -- stream only, both in the hash slot `{job_id}`, so it runs on a Redis Cluster as it runs on
--- one Redis (ARCHITECTURE.md, "Past one Redis"); every other event goes through emit.lua, which
+-- one Redis (docs/architecture/redis.md, "Past one Redis"); every other event goes through emit.lua, which
 -- shares its heart (event_write.lua).
 --
 -- include: event_write.lua

@@ -1,7 +1,7 @@
 """`docker compose up --build` as a user runs it: the default stack (Redis, the gateway, a CPU worker
 on the bundled SmolLM2) answers the zorbix job through the published port, and a worker container
 SIGKILLed in the middle of the job comes back (restart policy) and the job finishes (lease, claim,
-checkpoint: ARCHITECTURE.md, "A worker that dies"). Everything is taken down with its volumes.
+checkpoint: docs/architecture/failures.md, "A worker that dies"). Everything is taken down with its volumes.
 
 Needs a Docker engine and `docker compose` v2 (scripts/docker-engine.sh), and the base images or
 their stand-ins (scripts/docker-standins.sh). Without them the test skips; under CI=true it fails.
@@ -114,7 +114,7 @@ def test_zorbix_job_survives_a_sigkilled_worker_container(compose):
         job_id = client.submit(
             messages=[{"role": "user", "content": "Calculate the zorbix of 15 and 7"}],
             tools=[ZORBIX["function"]["name"]],
-            tool_choice="required",  # as the README's submit line: the call is certain, not up to the model
+            tool_choice="required",  # as the submit line in docs/operations.md: the call is certain
             model=models[0],
             timeout_s=600,  # the real model on shared CPUs: generous
         )

@@ -1,6 +1,6 @@
-"""The README's toolq.testing example, as it stands there (tests/unit/test_deploy.py checks that the
-README shows this file's code): a service's test against a real toolq stack in containers, the
-model scripted by two rules."""
+"""The toolq.testing example of docs/testing.md, as it stands there (tests/unit/test_deploy.py checks
+that the page shows this file's code): a service's test against a real toolq stack in containers,
+the model scripted by two rules."""
 
 import openai
 import pytest

@@ -1,4 +1,4 @@
-"""The scripts ARCHITECTURE.md ("Past one Redis") calls cluster-safe, run through redis-py's
+"""The scripts docs/architecture/redis.md ("Past one Redis") calls cluster-safe, run through redis-py's
 RedisCluster against a real three-primary Redis Cluster (tests/support/redis_cluster.py): a job's
 own events (job_event.lua), a tool service's call, result and renewal (service_*.lua) and a
 thread's metadata (thread_meta.lua). And one that is not (emit.lua), refused as the table says."""

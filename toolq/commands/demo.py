@@ -107,7 +107,7 @@ def run_demo(args: argparse.Namespace) -> int:
             worker,
             wlog,
         )
-        # its cold start: process start, imports, model load, registration (README "Scaling")
+        # its cold start: process start, imports, model load, registration (docs/operations.md "Scaling")
         console.print(f"[dim]worker registered {time.monotonic() - started:.1f} s after its start[/dim]")
 
         port = args.port or free_port()

@@ -6,8 +6,7 @@ reads one flag (``switch.on``). The standard ``OTEL_*`` variables turn it on
 the end (``setup.py``). ``carrier.py`` is the context as it travels (HTTP, the job's record, a
 tool service's call, an MCP request), ``spans.py`` makes spans, ``tool_span.py`` the span of
 a tool call wherever it runs, ``genai.py`` names their attributes, ``log_ids.py`` puts the ids
-in log lines. Where each span starts: ARCHITECTURE.md,
-"Tracing".
+in log lines. Where each span starts: docs/architecture/tracing.md.
 """
 
 from __future__ import annotations

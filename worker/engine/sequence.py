@@ -6,8 +6,8 @@ end-of-generation token, a stop string, the caller's ``stop_check``, or the toke
 strings are held back from ``on_text`` until they can no longer start, so a streamed reply never
 shows the beginning of a stop string that is then cut.
 
-Its ``state`` is one of ``State`` (the transitions are drawn in ARCHITECTURE.md, "The engine's
-sequences"):
+Its ``state`` is one of ``State`` (the transitions are drawn in docs/architecture/worker.md,
+"sequence.py"):
 
     WAITING ──placed──▶ PREFILLING ──last prompt token──▶ GENERATING ──stop, length, cancel──▶ DONE
        │                    ▲                                  │
