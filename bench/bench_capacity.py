@@ -15,7 +15,7 @@ One redis-server of its own on a free port, nothing persisted. Everything real e
    40 tokens spread over that many seconds, as a job that generates for a while; the default
    lease and heartbeat), and ``--jobs`` jobs posted to /v1/jobs round robin by ``--concurrency`` tasks;
    the figure runs from the first POST to the last terminal event, read on ``toolq:events``.
-3. The floor: arq's empty job plus the least the event protocol writes (toolq/protocol.py): a
+3. The floor: arq's empty job plus the least the event protocol writes (toolq/wire/protocol.py): a
    record, and three events (queued by the client, started and final by the job), each one
    script call that bumps the record's seq, sets its status, appends to the job's stream and
    publishes on the job's channel and the all-jobs channel; the client hears the ends on the

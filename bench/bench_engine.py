@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from decode_rate import Measure, OtherLoad, TightLoopProcess, engine_rate
 
-from toolq.protocol import JobRequest, Message
 from toolq.tools import load_tool_modules
+from toolq.wire.protocol import JobRequest, Message
 from worker.app import build_loop
 from worker.engine import LlamaEngine
 from worker.formats import get_format

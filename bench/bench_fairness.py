@@ -41,8 +41,8 @@ from store import keys
 from store.jobstore import JobStore
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.protocol import JobRequest, Message
 from toolq.tenants import TenantPolicy
+from toolq.wire.protocol import JobRequest, Message
 
 MODEL = "scripted"
 

@@ -46,7 +46,7 @@ from tests.support.gateways import GatewayProcess  # noqa: E402
 from tests.support.otlp_receiver import OtlpReceiver  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402  (the same spawned redis-server the tests use)
 from tests.support.workers import WorkerProcess, write_rules  # noqa: E402
-from toolq.protocol import JobRequest, Message  # noqa: E402
+from toolq.wire.protocol import JobRequest, Message  # noqa: E402
 
 HOLD_S = 0.05  # how long each throughput job keeps its worker busy
 EXPORT_S = 5.5  # a little over the SDK's batch delay (OTEL_BSP_SCHEDULE_DELAY, 5 s by default)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from store.jobstore import JobStore  # noqa: E402
 from tests.support.redis_server import RedisServer  # noqa: E402
-from toolq.protocol import FunctionTool, JobRequest, Message  # noqa: E402
+from toolq.wire.protocol import FunctionTool, JobRequest, Message  # noqa: E402
 from worker.app import create_worker  # noqa: E402
 from worker.scripted import ScriptedEngine  # noqa: E402
 from worker.settings import WorkerSettings  # noqa: E402

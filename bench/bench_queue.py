@@ -30,8 +30,8 @@ from store import keys
 from store.jobstore import JobStore
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.payloads import StartedData
-from toolq.protocol import EventType, JobRequest, Message
+from toolq.wire.payloads import StartedData
+from toolq.wire.protocol import EventType, JobRequest, Message
 
 
 def pct(values: list[float], p: float) -> float:

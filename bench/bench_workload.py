@@ -47,8 +47,8 @@ from tests.support.redis_server import RedisServer  # noqa: E402
 from tests.support.workers import WorkerProcess  # noqa: E402
 from toolq import Client, errors  # noqa: E402
 from toolq.local import free_port  # noqa: E402
-from toolq.payloads import FinalData, ToolCallData, ToolResultData, payload  # noqa: E402
-from toolq.protocol import EventType  # noqa: E402
+from toolq.wire.payloads import FinalData, ToolCallData, ToolResultData, payload  # noqa: E402
+from toolq.wire.protocol import EventType  # noqa: E402
 from worker.settings import bundled_model_path  # noqa: E402
 
 TOOL = "calculate_zorbix"

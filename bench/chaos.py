@@ -70,7 +70,7 @@ from tests.support.chaos_tools import ended, ran_key, runs_key, wait_for_records
 from tests.support.gateways import GatewayProcess
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.protocol import JobRequest, Message
+from toolq.wire.protocol import JobRequest, Message
 
 MODEL = "scripted"
 TERMINAL = ("final", "error", "cancelled")

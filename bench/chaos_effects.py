@@ -62,7 +62,7 @@ from tests.support.redis_server import RedisServer
 from tests.support.sentinel_set import SentinelSet
 from tests.support.services import ServiceProcess
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.protocol import JobRequest, Message
+from toolq.wire.protocol import JobRequest, Message
 
 MODEL = "scripted"
 TERMINAL = ("final", "error", "cancelled")

@@ -25,7 +25,7 @@ from store.jobstore import JobStore
 from store.threads import ThreadStore
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.protocol import JobRequest, Message
+from toolq.wire.protocol import JobRequest, Message
 
 # one tool round per job: the call, then the answer once the tool's result is in the prompt
 CALL = '<tool_call>{"name": "calculate_zorbix", "arguments": {"zorb": 15, "bix": 7}}</tool_call>'

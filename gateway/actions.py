@@ -14,10 +14,10 @@ from gateway.jobs import JobId, owned
 from gateway.state import GatewayState, State
 from gateway.submission import queue_full
 from store.jobstore import JobNotFound, QueueAtLimit
-from toolq.api import ApprovalDecision, ErrorBody, JobView, ToolResult
 from toolq.errors import BudgetExhausted, JobNotFoundError
-from toolq.limits import MAX_ANSWERS
-from toolq.protocol import ActionKind
+from toolq.wire.api import ApprovalDecision, ErrorBody, JobView, ToolResult
+from toolq.wire.limits import MAX_ANSWERS
+from toolq.wire.protocol import ActionKind
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

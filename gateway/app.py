@@ -38,9 +38,9 @@ from store.event_hub import EventHub
 from store.files import FileLimits, FileStore
 from store.fleet import Fleet
 from store.jobstore import JobNotFound, JobStore, connect
-from toolq.protocol import PROTOCOL_VERSION
 from toolq.tracing import on as tracing_on
-from toolq.webhook_settings import WebhookSettings
+from toolq.webhooks.settings import WebhookSettings
+from toolq.wire.protocol import PROTOCOL_VERSION
 
 log = structlog.get_logger("toolq.gateway")
 
@@ -48,8 +48,8 @@ log = structlog.get_logger("toolq.gateway")
 # (gateway/off_loop.py): imported there when the gateway starts (RunRequest lives in thread_api,
 # which, unlike gateway.threads, pulls in no routes)
 CHECKED_MODELS = (
-    "toolq.protocol",
-    "toolq.thread_api",
+    "toolq.wire.protocol",
+    "toolq.wire.thread_api",
     "gateway.openai.chat.request",
     "gateway.openai.responses.request",
 )

@@ -8,8 +8,8 @@ from fastapi import APIRouter, Depends, Path
 
 from gateway.auth import current_tenant
 from gateway.state import State
-from toolq.api import ErrorBody, ModelsView, ModelView, ToolsView
 from toolq.errors import NotFound
+from toolq.wire.api import ErrorBody, ModelsView, ModelView, ToolsView
 
 router = APIRouter(prefix="/v1", tags=["catalog"], dependencies=[Depends(current_tenant)])
 _ERRORS: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody}}

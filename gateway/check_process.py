@@ -13,7 +13,7 @@ B's jobs beside tenant A's slow-build requests ran 3.4 to 4.3x their quiet time
 
 What crosses to the process is small or flat: a body's bytes, or a request's dict and the model
 to check it with. What comes back is a verdict, not a model: the loop builds the model itself,
-with the checks already done (toolq/protocol.py, ``STORED``). The process reads the same
+with the checks already done (toolq/wire/protocol.py, ``STORED``). The process reads the same
 ``TOOLQ_`` settings as the gateway: they are sent with each call, so a bound changed after the
 process started still applies.
 """

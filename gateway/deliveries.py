@@ -12,9 +12,9 @@ from gateway.auth import Tenant
 from gateway.jobs import JobId
 from gateway.state import State
 from store.deliveries import Deliveries, DeliveryNotFound, NotFailed
-from toolq.api import ErrorBody
-from toolq.deliveries import Delivery
 from toolq.errors import Conflict, JobNotFoundError, NotFound
+from toolq.webhooks.deliveries import Delivery
+from toolq.wire.api import ErrorBody
 
 router = APIRouter(tags=["webhooks"])
 

@@ -19,7 +19,7 @@ from gateway.auth import KeyRing, invalid_key, presented_key
 from gateway.key_digest import key_digest
 from gateway.state import State
 from store.errors import RedisError
-from toolq.api import Readiness
+from toolq.wire.api import Readiness
 
 router = APIRouter(tags=["health"])
 READY_TIMEOUT_S = 1.0

@@ -14,9 +14,9 @@ from gateway.state import GatewayState, State
 from gateway.submission import enqueue
 from store.jobstore import JobNotFound
 from store.records import JobRecord
-from toolq.api import CancelView, ErrorBody, JobAccepted, JobView, Links
 from toolq.errors import JobNotFoundError
-from toolq.protocol import JobRequest, JobStatus
+from toolq.wire.api import CancelView, ErrorBody, JobAccepted, JobView, Links
+from toolq.wire.protocol import JobRequest, JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

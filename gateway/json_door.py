@@ -2,7 +2,7 @@
 
 Python's ``json`` recurses once per level, pydantic refuses past about 200 levels, and an error that
 quotes a deep input recurses again; a job nested deeper than a worker can read back would be
-accepted and never end (toolq/nesting.py). So every body is measured here, after
+accepted and never end (toolq/wire/nesting.py). So every body is measured here, after
 gateway/limits.py has bounded its size: a body nested past ``TOOLQ_MAX_JSON_DEPTH`` gets a 422
 ``too_deep`` naming the field, the depth and the limit. The measure is linear and runs in C; a
 large body is measured in the gateway's check process (gateway/check_process.py), off the loop.
@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.check_process import in_check_process
 from gateway.errors import send_error
 from toolq.errors import InvalidRequest
-from toolq.nesting import TooDeep, check_text_depth, max_json_depth
+from toolq.wire.nesting import TooDeep, check_text_depth, max_json_depth
 
 __all__ = ["JsonDepthLimit"]
 

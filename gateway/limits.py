@@ -12,7 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.errors import send_error
 from gateway.settings import GatewaySettings
 from toolq.errors import BodyTooLarge, LimitExceeded
-from toolq.protocol import JobRequest
+from toolq.wire.protocol import JobRequest
 
 
 class BodySizeLimit:

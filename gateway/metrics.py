@@ -35,8 +35,8 @@ from store.fair import FairQueue
 from store.fleet import Fleet
 from store.quarantine import quarantined_counts
 from store.usage import read_usage
-from toolq.payloads import MODELS, FinalData, QueuedData, StartedData, TokenData, ToolCallData, ToolResultData
-from toolq.protocol import TERMINAL_EVENTS, EventType
+from toolq.wire.payloads import MODELS, FinalData, QueuedData, StartedData, TokenData, ToolCallData, ToolResultData
+from toolq.wire.protocol import TERMINAL_EVENTS, EventType
 
 log = structlog.get_logger("toolq.gateway")
 

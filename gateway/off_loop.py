@@ -1,7 +1,7 @@
 """A request's CPU-heavy checks never run on the gateway's event loop.
 
 One loop serves every tenant's requests, event streams and ``/healthz``: a request that holds it
-holds them all. What a request may cost is bounded (toolq/schema_bounds.py, toolq/nesting.py), but
+holds them all. What a request may cost is bounded (toolq/wire/schema_bounds.py, toolq/wire/nesting.py), but
 a bounded request can still ask for a second of jsonschema's metaschema checks. So a request whose
 tools carry more than ``INLINE_OBJECTS`` schema objects is checked in the gateway's check process
 (gateway/check_process.py, which says why a thread was not enough), and the loop then builds the
@@ -21,8 +21,8 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from gateway.check_process import in_check_process
-from toolq.protocol import STORED, tool_schemas
-from toolq.schema_bounds import SchemaTooLarge, check_request_subschemas, count_objects
+from toolq.wire.protocol import STORED, tool_schemas
+from toolq.wire.schema_bounds import SchemaTooLarge, check_request_subschemas, count_objects
 
 __all__ = ["INLINE_OBJECTS", "off_loop", "problems", "validated"]
 

@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from store import affinity
 from toolq.settings import DEFAULT_MAX_QUEUE_DEPTH, DEFAULT_REDIS_URL, DEFAULT_TENANT_STORE_BYTES
 from toolq.tenants import TenantPolicy, parse_tenants
-from toolq.thread_api import MAX_TTL_S
+from toolq.wire.thread_api import MAX_TTL_S
 
 DEFAULT_PORT = 8000
 OPEN_TENANT = "default"  # the tenant of every caller when no keys are configured

@@ -16,7 +16,7 @@ from store.batches import BatchStore
 from store.event_hub import EventHub
 from store.files import FileStore
 from store.jobstore import JobStore
-from toolq.webhook_settings import WebhookSettings
+from toolq.webhooks.settings import WebhookSettings
 
 
 @dataclass
@@ -31,7 +31,7 @@ class GatewayState:
     seats: Seats  # followers per tenant (gateway/followers.py)
     files: FileStore  # OpenAI's Files API (store/files.py)
     batches: BatchStore  # OpenAI's Batch API (store/batches.py)
-    webhooks: WebhookSettings = field(default_factory=WebhookSettings)  # toolq/webhook_settings.py
+    webhooks: WebhookSettings = field(default_factory=WebhookSettings)  # toolq/webhooks/settings.py
 
 
 async def get_state(request: Request) -> GatewayState:

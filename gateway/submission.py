@@ -27,10 +27,10 @@ from store.conversation_keys import request_keys
 from store.fleet import queue_depths
 from store.jobstore import NotSubmitted, QueueAtLimit
 from toolq.errors import BudgetExhausted, QueueFull, ToolqError
-from toolq.protocol import Event, JobRequest
 from toolq.tenants import TenantPolicy, policy_of
 from toolq.tracing import current_carrier, entry_kind, genai, span
-from toolq.webhook_target import settle_webhook
+from toolq.webhooks.target import settle_webhook
+from toolq.wire.protocol import Event, JobRequest
 
 
 class Admitted:

@@ -19,10 +19,11 @@ from gateway.state import GatewayState, State
 from gateway.submission import admit, queue_full
 from store.admission import QueueAtLimit
 from store.threads import RunRejected, ThreadInfo, ThreadLimits, ThreadNotFound, ThreadStore
-from toolq.api import ErrorBody
 from toolq.errors import BudgetExhausted, RunActive, ThreadNotFoundError
-from toolq.protocol import JobStatus
-from toolq.thread_api import (
+from toolq.tracing import current_carrier, entry_kind, genai, span
+from toolq.wire.api import ErrorBody
+from toolq.wire.protocol import JobStatus
+from toolq.wire.thread_api import (
     MAX_PAGE,
     MessagePage,
     MessagesAppend,
@@ -37,7 +38,6 @@ from toolq.thread_api import (
     ThreadSummary,
     ThreadView,
 )
-from toolq.tracing import current_carrier, entry_kind, genai, span
 
 router = APIRouter(prefix="/v1/threads", tags=["threads"])
 ThreadId = Annotated[str, Path(min_length=1, max_length=128, description="the thread id from POST /v1/threads")]

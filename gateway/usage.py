@@ -11,8 +11,8 @@ from gateway.state import State
 from store import byte_quota
 from store.fair import FairQueue
 from store.usage import read_usage
-from toolq.api import ErrorBody, UsageView
 from toolq.tenants import policy_of
+from toolq.wire.api import ErrorBody, UsageView
 
 router = APIRouter(prefix="/v1", tags=["usage"])
 _ERRORS: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody}}

@@ -27,8 +27,8 @@ from typing import Any
 
 from store import keys
 from toolq.errors import BudgetExhausted
-from toolq.protocol import JobRequest
 from toolq.tenants import TenantPolicy
+from toolq.wire.protocol import JobRequest
 
 REFUSED = -20  # budget.lua's refusal code
 _WINDOWS = {"tokens_per_day": "today (UTC)", "tokens_per_minute": "this minute"}

@@ -22,7 +22,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from toolq.protocol import JobRequest, Message
+from toolq.wire.protocol import JobRequest, Message
 
 KEY_CHARS = 16  # 64 bits of sha256: collisions only cost a missed cache, never a wrong answer
 MAX_BOUNDARIES = 64  # a request is matched on its last 64 boundaries; a transcript records as many

@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from store import keys
 from store.scripts import Script
-from toolq.deliveries import Attempt, Delivery
-from toolq.protocol import EventType, WebhookEvent
+from toolq.webhooks.deliveries import Attempt, Delivery
+from toolq.wire.protocol import EventType, WebhookEvent
 
 # The webhook event each job event is, for the events a webhook may report.
 WEBHOOK_KIND: dict[EventType, WebhookEvent] = {

@@ -29,7 +29,7 @@ from redis.exceptions import RedisError
 from store import keys
 from store.jobstore import JobStore
 from toolq.errors import EventsGone
-from toolq.protocol import Event
+from toolq.wire.protocol import Event
 
 log = structlog.get_logger("toolq.store")
 

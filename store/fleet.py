@@ -25,9 +25,9 @@ from store import affinity, keys, redis_urls
 from store.entries import drop_entry, read_entries, tool_specs, write_entry
 from store.fair import FairQueue
 from store.services import ServiceFleet, read_services
-from toolq.api import ModelView, ToolSpec, WorkerCache
 from toolq.errors import Unavailable, UnknownModel, UnknownTool
-from toolq.protocol import JobRequest, Where
+from toolq.wire.api import ModelView, ToolSpec, WorkerCache
+from toolq.wire.protocol import JobRequest, Where
 
 
 @dataclass(frozen=True)

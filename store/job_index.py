@@ -20,7 +20,7 @@ from typing import Any
 
 from store import keys
 from store.records import JobRecord
-from toolq.protocol import JobStatus
+from toolq.wire.protocol import JobStatus
 
 __all__ = ["INDEX_KEEP", "MAX_PAGE", "SCAN_LIMIT", "Cursor", "JobFilter", "JobPage", "JobRow", "paused", "recent"]
 

@@ -38,8 +38,9 @@ from toolq.errors import (
     UnknownToolCall,
     WrongActionKind,
 )
-from toolq.payloads import CancelledData, QueuedData, RequiresActionData
-from toolq.protocol import (
+from toolq.tenants import TenantPolicy
+from toolq.wire.payloads import CancelledData, QueuedData, RequiresActionData
+from toolq.wire.protocol import (
     TERMINAL_EVENTS,
     ActionKind,
     Event,
@@ -52,7 +53,6 @@ from toolq.protocol import (
     new_job_id,
     now_ms,
 )
-from toolq.tenants import TenantPolicy
 
 __all__ = [
     "JobEnded",

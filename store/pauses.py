@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from store import keys
 from store.jobstore import JobEnded, JobNotFound, JobStore
-from toolq.payloads import ErrorData
-from toolq.protocol import ErrorCode, EventType, JobStatus, now_ms
+from toolq.wire.payloads import ErrorData
+from toolq.wire.protocol import ErrorCode, EventType, JobStatus, now_ms
 
 
 async def expire_overdue(store: JobStore, *, limit: int = 100) -> list[str]:

@@ -14,8 +14,8 @@ from typing import Any
 
 from store import keys
 from store.jobstore import JobEnded, JobNotFound, JobStore
-from toolq.payloads import ErrorData
-from toolq.protocol import AttemptEnd, ErrorCode, EventType
+from toolq.wire.payloads import ErrorData
+from toolq.wire.protocol import AttemptEnd, ErrorCode, EventType
 
 LOST = ("lease_expired", "stalled")  # how an attempt ends when it counts towards the bound
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from toolq.api import JobAccepted, JobView, Links
-from toolq.protocol import (
+from toolq.wire.api import JobAccepted, JobView, Links
+from toolq.wire.protocol import (
     STORED,
     AttemptEnd,
     ErrorCode,

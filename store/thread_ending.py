@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from store import keys
-from toolq.protocol import EventType, JobResult, Message
+from toolq.wire.protocol import EventType, JobResult, Message
 
 
 def _complete_prefix(messages: list[Message]) -> list[Message]:

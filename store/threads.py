@@ -36,9 +36,9 @@ from store import arq_link, budget_holds, byte_quota, keys
 from store.admission import refusal
 from store.jobstore import JobStore, _event_parts
 from store.scripts import Script
-from toolq.protocol import EventType, JobRequest, Message, new_job_id, now_ms
 from toolq.tenants import TenantPolicy
-from toolq.thread_api import Strategy, page
+from toolq.wire.protocol import EventType, JobRequest, Message, new_job_id, now_ms
+from toolq.wire.thread_api import Strategy, page
 
 PAGE_TRIES = 3  # reads of a page that concurrent changes shifted, before reading the whole thread
 
@@ -276,7 +276,7 @@ class ThreadStore:
     async def message_page(
         self, tenant: str, thread_id: str, *, after: str | None, limit: int, order: Literal["asc", "desc"]
     ) -> tuple[list[tuple[str, Message]], bool]:
-        """One page of the thread's messages, as ``toolq.thread_api.page`` chooses it, and whether
+        """One page of the thread's messages, as ``toolq.wire.thread_api.page`` chooses it, and whether
         more follow. Reads the ids (small) and then only the page's messages, with the ids of the
         same range in the same step: a page that a concurrent change shifted is read again."""
         for _ in range(PAGE_TRIES):

@@ -10,7 +10,7 @@ extra (``pip install 'toolq[tools]'``), so they are imported when first asked fo
 import typing as _typing  # aliased: every public name of the package is in __all__
 
 from toolq.client import Client, SyncClient
-from toolq.webhooks import WebhookVerificationError, verify_webhook
+from toolq.webhooks.signing import WebhookVerificationError, verify_webhook
 
 if _typing.TYPE_CHECKING:
     from toolq.services import ToolService

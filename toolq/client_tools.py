@@ -12,9 +12,9 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from toolq.api import ApprovalDecision, ToolResult
-from toolq.limits import MAX_TOOL_RESULT_BYTES
-from toolq.protocol import FunctionTool, PendingAction
+from toolq.wire.api import ApprovalDecision, ToolResult
+from toolq.wire.limits import MAX_TOOL_RESULT_BYTES
+from toolq.wire.protocol import FunctionTool, PendingAction
 
 if TYPE_CHECKING:
     from toolq.tools import ToolRegistry

@@ -15,8 +15,8 @@ from typing import Literal
 
 import httpx
 
-from toolq.deliveries import Delivery
-from toolq.webhook_urls import Resolver, WebhookHostUnresolved, WebhookUrlRefused, check_url
+from toolq.webhooks.deliveries import Delivery
+from toolq.webhooks.urls import Resolver, WebhookHostUnresolved, WebhookUrlRefused, check_url
 from webhooks import payload
 
 Kind = Literal["delivered", "retry", "dead"]

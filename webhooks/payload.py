@@ -11,8 +11,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from toolq.deliveries import Delivery
-from toolq.webhooks import signature_header
+from toolq.webhooks.deliveries import Delivery
+from toolq.webhooks.signing import signature_header
 
 TYPE_PREFIX = "job."  # event types: job.completed, job.failed, job.cancelled, job.requires_action
 

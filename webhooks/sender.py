@@ -17,8 +17,8 @@ import structlog
 
 from store.deliveries import Claim, Deliveries
 from store.errors import RedisError
-from toolq.deliveries import Attempt
-from toolq.webhook_urls import Resolver
+from toolq.webhooks.deliveries import Attempt
+from toolq.webhooks.urls import Resolver
 from webhooks import metrics
 from webhooks.attempt import attempt
 from webhooks.backoff import retry_delay_s

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import AliasChoices, Field, model_validator
 
 from toolq.settings import DEFAULT_REDIS_URL
-from toolq.webhook_settings import WebhookSettings
+from toolq.webhooks.settings import WebhookSettings
 
 
 class SenderSettings(WebhookSettings):

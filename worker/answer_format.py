@@ -13,8 +13,8 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from toolq.protocol import ResponseFormat
-from toolq.re2_validator import Re2Draft202012Validator
+from toolq.wire.protocol import ResponseFormat
+from toolq.wire.re2_validator import Re2Draft202012Validator
 from worker.generation import EngineError
 from worker.grammar.tasks import schema_grammar_text
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 
 from store.records import JobRecord
-from toolq.protocol import Usage
 from toolq.tenants import TenantPolicy, policy_of
+from toolq.wire.protocol import Usage
 from worker.endings import StopCause
 from worker.state import RunningJob
 

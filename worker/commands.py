@@ -167,7 +167,7 @@ def _read_request(text: str) -> Any:
     """The job request on stdin: a request object, or just its list of messages."""
     from pydantic import ValidationError
 
-    from toolq.protocol import JobRequest
+    from toolq.wire.protocol import JobRequest
 
     try:
         raw = json.loads(text)

@@ -11,8 +11,8 @@ from typing import Literal
 
 from store.durability import NotReplicated
 from store.errors import RedisError
-from toolq.protocol import ErrorCode, FinishReason
 from toolq.tools import UnknownToolError
+from toolq.wire.protocol import ErrorCode, FinishReason
 from worker.conversation import LoopOutcome
 from worker.generation import ContextLengthExceeded, EngineError
 from worker.grammar.errors import GrammarDeadEnd, GrammarTooLarge

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from store.jobstore import JobStore
-from toolq.payloads import (
+from toolq.wire.payloads import (
     CallDeltaData,
     CancelledData,
     ErrorData,
@@ -18,7 +18,7 @@ from toolq.payloads import (
     ToolCallData,
     ToolResultData,
 )
-from toolq.protocol import JobResult, JobStatus, ToolCall, Where
+from toolq.wire.protocol import JobResult, JobStatus, ToolCall, Where
 from worker import metrics
 from worker.conversation.state import checkpoint_usage
 from worker.formats.streaming import TurnDelta, TurnReader

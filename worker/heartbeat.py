@@ -15,7 +15,7 @@ import structlog
 from store import affinity, arq_link, fleet, pauses, quarantine
 from store.errors import RedisError
 from store.fleet import WorkerInfo
-from toolq.protocol import now_ms
+from toolq.wire.protocol import now_ms
 from worker.endings import StopCause
 from worker.held import engine_holdings
 from worker.load import report_load

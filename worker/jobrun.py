@@ -18,8 +18,9 @@ from store.durability import NotReplicated
 from store.errors import RedisError
 from store.jobstore import JobEnded, JobNotFound
 from store.records import JobRecord
-from toolq.payloads import CancelledData, ErrorData, FinalData
-from toolq.protocol import (
+from toolq.tenants import policy_of
+from toolq.wire.payloads import CancelledData, ErrorData, FinalData
+from toolq.wire.protocol import (
     ErrorCode,
     ErrorInfo,
     FunctionCall,
@@ -32,7 +33,6 @@ from toolq.protocol import (
     Usage,
     now_ms,
 )
-from toolq.tenants import policy_of
 from worker import traces
 from worker.budget import job_token_cap, over_budget, over_budget_message, watch_budget
 from worker.conversation import LoopOutcome, LoopState

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
-from toolq.protocol import JobResult
+from toolq.wire.protocol import JobResult
 from worker.generation import EngineStats
 
 JOBS = Counter("toolq_worker_jobs_total", "Jobs ended by this worker, by outcome", ["outcome"])

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from store.arq_link import StalledPickups
 from store.jobstore import JobStore
 from store.leases import Leases
-from toolq.protocol import Usage
 from toolq.tools import ToolRegistry
+from toolq.wire.protocol import Usage
 from worker.conversation import ConversationLoop
 from worker.endings import StopCause
 from worker.generation import Engine

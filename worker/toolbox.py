@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from toolq.protocol import JobRequest, Where
 from toolq.tools import CheckedCall, ToolOutcome, UnknownToolError
 from toolq.tools.messages import unknown_tool
 from toolq.tools.schema_tool import SchemaTool
+from toolq.wire.protocol import JobRequest, Where
 from worker import traces
 
 __all__ = ["BoxTool", "ToolBox", "ToolResolver", "ToolSource"]

@@ -20,11 +20,11 @@ from contextlib import AbstractContextManager, nullcontext
 from opentelemetry.trace import Span, get_current_span
 
 from store.records import JobRecord
-from toolq.protocol import JobRequest, Usage
 from toolq.tools import ToolOutcome
 from toolq.tracing import NO_SPAN, SpanKind, failed, genai, parent_context, record, span
 from toolq.tracing import on as tracing_on
 from toolq.tracing.tool_span import tool_failed, tool_span
+from toolq.wire.protocol import JobRequest, Usage
 from worker.generation import GenerationResult
 
 _MS = 1_000_000  # ns per ms

@@ -26,8 +26,8 @@ from gateway.threads import threads_of
 from store.admission import QueueAtLimit
 from store.threads import RunRejected, ThreadInfo, ThreadNotFound
 from toolq.errors import InvalidRequest
-from toolq.protocol import JobRequest, Message
-from toolq.thread_api import MAX_PAGE, check_metadata, page
+from toolq.wire.protocol import JobRequest, Message
+from toolq.wire.thread_api import MAX_PAGE, check_metadata, page
 
 router = APIRouter(prefix="/v1/conversations", tags=["openai"])
 ConversationId = Annotated[str, Path(min_length=1, max_length=128, description="a conversation id")]

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
 from toolq.errors import ToolqError
-from toolq.payloads import ErrorData, EventData
+from toolq.wire.payloads import ErrorData, EventData
 
 # Paths served in OpenAI's shapes (GET /v1/models is toolq's own catalog too, so it keeps toolq's errors).
 PREFIXES = ("/v1/chat/", "/v1/responses", "/v1/conversations", "/v1/files", "/v1/batches")

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.openai.errors import OpenAIError, describe_validation
-from toolq.protocol import JobRequest, Webhook
+from toolq.wire.protocol import JobRequest, Webhook
 
 JOB_HEADER = "X-Toolq-Job-Id"  # the toolq job behind the answer: its events are at /v1/jobs/{id}/events
 CLIENT_CLOSED = 499  # what the access log shows for a caller that left before the answer

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toolq.payloads import TokenData
-from toolq.protocol import FunctionTool, JobRequest
+from toolq.wire.payloads import TokenData
+from toolq.wire.protocol import FunctionTool, JobRequest
 
 
 @dataclass

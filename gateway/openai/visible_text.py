@@ -12,8 +12,8 @@ content and what was calls. A tool result (a served tool, in the full loop) star
 
 from __future__ import annotations
 
-from toolq.payloads import TokenData
-from toolq.protocol import JobRequest
+from toolq.wire.payloads import TokenData
+from toolq.wire.protocol import JobRequest
 
 HOLD = "<[{"
 

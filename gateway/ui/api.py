@@ -34,10 +34,10 @@ from gateway.ui.views import (
 from gateway.ui.waterfall import waterfall
 from store import job_index
 from store.jobstore import JobNotFound
-from toolq.api import ApprovalDecision, CancelView, ErrorBody, JobView, ToolResult
 from toolq.errors import BadRequest, JobNotFoundError
-from toolq.limits import MAX_ANSWERS
-from toolq.protocol import JobStatus, now_ms
+from toolq.wire.api import ApprovalDecision, CancelView, ErrorBody, JobView, ToolResult
+from toolq.wire.limits import MAX_ANSWERS
+from toolq.wire.protocol import JobStatus, now_ms
 
 router = APIRouter(prefix="/ui/api", tags=["dashboard"], include_in_schema=False)
 login_router = APIRouter(prefix="/ui", tags=["dashboard"], include_in_schema=False)

@@ -1,5 +1,5 @@
 """The bodies of the dashboard's JSON endpoints (gateway/ui/api.py). They are the dashboard's own,
-not the public API's (toolq/api.py): they may change with the pages."""
+not the public API's (toolq/wire/api.py): they may change with the pages."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 from gateway.ui.waterfall import Span
 from store.job_index import JobRow
 from store.records import JobRecord
-from toolq.protocol import JobResult, JobStatus, Message, PendingAction, RequiredAction, Timings, Usage
+from toolq.wire.protocol import JobResult, JobStatus, Message, PendingAction, RequiredAction, Timings, Usage
 
 
 class Me(BaseModel):

@@ -19,8 +19,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from toolq.payloads import QueuedData, ToolCallData, ToolResultData
-from toolq.protocol import Event, EventType
+from toolq.wire.payloads import QueuedData, ToolCallData, ToolResultData
+from toolq.wire.protocol import Event, EventType
 
 SpanKind = Literal["queue", "generate", "tool", "paused"]
 

@@ -22,9 +22,9 @@ import pytest
 from tests.support.zorbix import ZORBIX
 from toolq import SyncClient
 from toolq.local import free_port
-from toolq.protocol import EventType
 from toolq.testing.engine import in_ci
 from toolq.testing.plugin import require_docker
+from toolq.wire.protocol import EventType
 
 # Building the images on a fresh machine takes minutes (the module fixture counts against the
 # first test's timeout).

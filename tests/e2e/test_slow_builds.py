@@ -9,7 +9,7 @@ the worker's loop never stalls for a second.
 B's p95 against its quiet run is printed, not held: five jobs on a shared two-core machine are too
 few for a fair pass/fail (bench/bench_hostile_tenant.py holds the 1.5x target). The request's
 schema checks run once, at the gateway's door and off its loop (gateway/off_loop.py); the worker
-reads the stored request without repeating them (toolq/protocol.py, ``STORED``)."""
+reads the stored request without repeating them (toolq/wire/protocol.py, ``STORED``)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from store import keys
 from toolq.local import free_port
-from toolq.webhook_settings import WebhookSettings
+from toolq.webhooks.settings import WebhookSettings
 
 # One tool call, then an answer once the tool's result is in the prompt. The rule wants the
 # newline after the tag: the Hermes system prompt itself mentions "<tool_response></tool_response>".

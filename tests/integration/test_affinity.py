@@ -109,7 +109,7 @@ def occupy(stack: Stack, worker_id: str) -> str:
     import asyncio
 
     from store.jobstore import JobStore
-    from toolq.protocol import JobRequest, Message
+    from toolq.wire.protocol import JobRequest, Message
 
     async def go() -> str:
         store = JobStore.from_url(stack.url, fair=True, affinity_wait_ms=60_000)

@@ -18,7 +18,7 @@ from store.fair import FairQueue
 from store.jobstore import JobStore
 from store.scripts import Script
 from tests.integration.gateway_support import register_fake_worker
-from toolq.protocol import FunctionCall, JobRequest, Message, ToolCall
+from toolq.wire.protocol import FunctionCall, JobRequest, Message, ToolCall
 
 MODEL = "m"
 
@@ -180,8 +180,8 @@ def test_a_resumed_pause_is_offered_to_the_worker_that_ran_it(redis_url):
         job, _ = await store.submit(req(), model=MODEL)
         got = await fair.dispatch_for(MODEL, 1, worker="wa")
         assert [d.job_id for d in got.chosen] == [job]
-        from toolq.payloads import StartedData
-        from toolq.protocol import EventType, PendingAction
+        from toolq.wire.payloads import StartedData
+        from toolq.wire.protocol import EventType, PendingAction
 
         await store.emit(
             job,

@@ -17,7 +17,7 @@ from store.fair import FairQueue
 from store.jobstore import JobStore
 from tests.integration.gateway_support import asgi_client, queued_jobs, register_fake_worker
 from tests.support.pauses import pending
-from toolq.protocol import EventType, JobStatus, now_ms
+from toolq.wire.protocol import EventType, JobStatus, now_ms
 
 MODEL = "alpha"
 KEYS = {"a-key": "acme", "b-key": "globex"}

@@ -12,7 +12,7 @@ from store import arq_link, keys, pauses
 from store.jobstore import JobNotFound, JobStore
 from tests.support.pauses import paused_job, pending
 from toolq import errors
-from toolq.protocol import ErrorCode, EventType, JobRequest, JobStatus, Message, now_ms
+from toolq.wire.protocol import ErrorCode, EventType, JobRequest, JobStatus, Message, now_ms
 
 
 @pytest.fixture

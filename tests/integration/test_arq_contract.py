@@ -25,7 +25,7 @@ from store import arq_link, keys
 from store.fair import FairQueue
 from store.jobstore import JobStore
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.protocol import EventType, JobRequest, Message
+from toolq.wire.protocol import EventType, JobRequest, Message
 from worker.pickup import WakeableWorker, arq_client, make_worker
 
 

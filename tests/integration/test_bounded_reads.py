@@ -15,7 +15,7 @@ from store import job_index, keys
 from store.jobstore import JobStore
 from store.threads import ThreadLimits, ThreadStore
 from tests.support.pauses import paused_job, pending
-from toolq.protocol import JobRequest, Message
+from toolq.wire.protocol import JobRequest, Message
 
 BIG = 256 * 1024  # bytes of conversation each record or message holds
 BOUND = 8 * 1024  # what a bounded read may cost, whatever that is

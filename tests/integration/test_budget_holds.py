@@ -19,8 +19,8 @@ from store.usage import DAY_MS, read_usage
 from tests.integration.gateway_support import asgi_client, register_fake_worker
 from tests.support.pauses import paused_job, pending
 from toolq.errors import BudgetExhausted
-from toolq.protocol import EventType, JobRequest, JobResult, JobStatus, Message, Usage
 from toolq.tenants import TenantPolicy
+from toolq.wire.protocol import EventType, JobRequest, JobResult, JobStatus, Message, Usage
 
 MODEL = "alpha"
 USER = [{"role": "user", "content": "hello"}]

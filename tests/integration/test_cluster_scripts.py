@@ -17,7 +17,7 @@ from store import keys
 from store.jobstore import JobEnded, JobStore
 from store.scripts import Script
 from tests.support.redis_cluster import RedisCluster as ClusterServers
-from toolq.protocol import EventType, JobStatus, new_job_id
+from toolq.wire.protocol import EventType, JobStatus, new_job_id
 
 
 @pytest.fixture(scope="module")

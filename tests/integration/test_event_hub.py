@@ -15,7 +15,7 @@ from store.jobstore import JobStore
 from tests.integration.gateway_support import private_redis
 from tests.support.redis_server import RedisServer
 from toolq.errors import EventsGone
-from toolq.protocol import Event, EventType, JobRequest, JobResult, JobStatus, Message
+from toolq.wire.protocol import Event, EventType, JobRequest, JobResult, JobStatus, Message
 
 
 def _request() -> JobRequest:

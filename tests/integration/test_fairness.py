@@ -20,7 +20,7 @@ from gateway.settings import GatewaySettings
 from store import keys
 from tests.integration.gateway_support import asgi_client, register_fake_worker
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.protocol import JobRequest, Message
+from toolq.wire.protocol import JobRequest, Message
 
 MODEL = "scripted"
 

@@ -15,8 +15,8 @@ from store.fair import FairQueue
 from store.jobstore import JobEnded, JobStore, QueueAtLimit
 from store.threads import ThreadStore
 from store.usage import read_usage
-from toolq.protocol import EventType, JobRequest, JobResult, JobStatus, Message, Usage
 from toolq.tenants import TenantPolicy
+from toolq.wire.protocol import EventType, JobRequest, JobResult, JobStatus, Message, Usage
 
 MODEL = "m"
 

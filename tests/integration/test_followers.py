@@ -18,7 +18,7 @@ from store import keys
 from store.event_hub import EventHub
 from store.jobstore import JobStore
 from tests.integration.gateway_support import LiveGateway, private_redis, register_fake_worker, wait_for
-from toolq.protocol import EventType, JobResult, JobStatus
+from toolq.wire.protocol import EventType, JobResult, JobStatus
 
 MODEL = "idle"  # a fleet entry only: its jobs stay queued until the test writes their events
 

@@ -11,7 +11,7 @@ from store import keys
 from store.jobstore import JobStore
 from tests.integration.gateway_support import asgi_client
 from tests.support.pauses import paused_job, pending
-from toolq.limits import MAX_TOOL_RESULT_BYTES
+from toolq.wire.limits import MAX_TOOL_RESULT_BYTES
 
 A, B = {"Authorization": "Bearer key-a"}, {"Authorization": "Bearer key-b"}
 

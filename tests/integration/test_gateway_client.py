@@ -9,7 +9,7 @@ from gateway.settings import GatewaySettings
 from tests.integration.gateway_support import ZORBIX_RULES, LiveGateway, asgi_client, register_fake_worker
 from tests.support.workers import WorkerProcess, write_rules
 from toolq import Client, SyncClient, errors
-from toolq.protocol import EventType, JobStatus
+from toolq.wire.protocol import EventType, JobStatus
 
 PROMPT = "Calculate the zorbix of 15 and 7"
 

@@ -1,7 +1,7 @@
 """No request can stall the gateway's loop or leave a job that no worker can read: nesting past
 TOOLQ_MAX_JSON_DEPTH is refused at the door naming the field and the depth (gateway/json_door.py,
-toolq/nesting.py), schemas are bounded in subschemas per tool and per request
-(toolq/schema_bounds.py), and a large request's checks run off the loop (gateway/off_loop.py), so
+toolq/wire/nesting.py), schemas are bounded in subschemas per tool and per request
+(toolq/wire/schema_bounds.py), and a large request's checks run off the loop (gateway/off_loop.py), so
 ``/healthz`` answers promptly while a hostile body is being validated."""
 
 from __future__ import annotations

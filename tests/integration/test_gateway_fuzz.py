@@ -20,9 +20,9 @@ from store.jobstore import JobStore
 from tests.integration.gateway_support import LiveGateway, private_redis
 from tests.support.pauses import paused_job, pending
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.deliveries import Attempt
-from toolq.protocol import JobRequest, Message, now_ms
-from toolq.webhooks import new_secret
+from toolq.webhooks.deliveries import Attempt
+from toolq.webhooks.signing import new_secret
+from toolq.wire.protocol import JobRequest, Message, now_ms
 
 KEY = "fuzz-key"
 

@@ -26,7 +26,7 @@ from tests.integration.gateway_support import (
 )
 from tests.support.workers import REPO, WorkerProcess, write_rules
 from toolq import Client
-from toolq.protocol import EventType, JobStatus
+from toolq.wire.protocol import EventType, JobStatus
 
 SLOW_TEXT = "slowly " * 60  # 420 characters: 105 scripted tokens
 RULES = [("<tool_response>\n", "The answer is 22."), ("of 15 and 7", CALL_ZORBIX), ("SLOW", SLOW_TEXT), ("ECHO", "ok")]

@@ -8,7 +8,7 @@ import asyncio
 import time
 
 from tests.integration.test_worker import events_of, req, running_worker, store  # noqa: F401  (a fixture)
-from toolq.protocol import EventType, FunctionTool
+from toolq.wire.protocol import EventType, FunctionTool
 from worker.scripted import Rule, ScriptedEngine
 
 # Admitted by the protocol's bounds (8 x 1,000 repetitions, the default total), but its grammar

@@ -9,7 +9,7 @@ import pytest
 from store import keys
 from store.jobstore import JobEnded, JobNotFound, JobStore
 from store.leases import Leases
-from toolq.protocol import EventType, JobRequest, JobResult, JobStatus, Message
+from toolq.wire.protocol import EventType, JobRequest, JobResult, JobStatus, Message
 
 
 def _request(**kw) -> JobRequest:

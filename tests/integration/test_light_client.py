@@ -40,7 +40,7 @@ def _store_loaded_by(code: str) -> list[str]:
 def test_import_toolq_loads_nothing_of_the_store_even_beside_it():
     # this checkout's environment has every extra installed, so only the imports keep the store out
     assert _store_loaded_by("import toolq") == []
-    assert _store_loaded_by("import toolq.client.webhooks, toolq.deliveries") == []
+    assert _store_loaded_by("import toolq.client.webhooks, toolq.webhooks.deliveries") == []
     # the SDK's Redis mode is the store's client: it loads it when asked for, not before
     assert "store.jobstore" in _store_loaded_by("import toolq; toolq.Client(redis_url='redis://127.0.0.1:1')")
 

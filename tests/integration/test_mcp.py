@@ -19,7 +19,7 @@ from tests.support.mcp import HttpServer, stdio_server
 from tests.support.services import ServiceProcess
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.mcp import parse_servers
-from toolq.protocol import EventType, JobRequest, Message
+from toolq.wire.protocol import EventType, JobRequest, Message
 from worker.sources.mcp import McpSource
 from worker.toolbox import ToolResolver
 

@@ -19,10 +19,10 @@ from store.usage import MINUTE_MS
 from tests.integration.gateway_support import asgi_client, register_fake_worker
 from toolq import errors
 from toolq.client.redis_transport import DIRECT_TENANT, RedisTransport
-from toolq.protocol import JobRequest
 from toolq.settings import AdmissionSettings
 from toolq.tenants import TenantPolicy
-from toolq.webhook_settings import WebhookSettings
+from toolq.webhooks.settings import WebhookSettings
+from toolq.wire.protocol import JobRequest
 
 MODEL = "alpha"
 TENANT = "acme"

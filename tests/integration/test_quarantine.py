@@ -16,8 +16,8 @@ from store.deliveries import Deliveries
 from store.jobstore import JobStore
 from store.leases import Claim, Leases
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.payloads import ErrorData
-from toolq.protocol import EventType, JobRequest, JobStatus, Message, Webhook
+from toolq.wire.payloads import ErrorData
+from toolq.wire.protocol import EventType, JobRequest, JobStatus, Message, Webhook
 
 
 def _request(**kw) -> JobRequest:

@@ -1,5 +1,5 @@
 """A tool schema whose grammar could not be bounded is refused at the gateway, naming the field, at
-every door that takes tool definitions (toolq/schema_bounds.py), before anything is queued: a 422
+every door that takes tool definitions (toolq/wire/schema_bounds.py), before anything is queued: a 422
 on /v1/jobs, and on the OpenAI doors their 400 ``invalid_request_error`` (gateway/openai/errors.py)."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from store.durability import Durability, NotReplicated
 from store.jobstore import JobStore
 from store.scripts import Script
 from tests.support.sentinel_set import SentinelSet
-from toolq.protocol import EventType, JobRequest, Message
+from toolq.wire.protocol import EventType, JobRequest, Message
 
 pytestmark = pytest.mark.timeout(180)
 

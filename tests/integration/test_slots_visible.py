@@ -14,7 +14,7 @@ from store.fleet import WorkerInfo
 from store.jobstore import JobStore
 from tests.integration.gateway_support import asgi_client, wait_for
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.protocol import EventType, JobRequest, Message
+from toolq.wire.protocol import EventType, JobRequest, Message
 
 
 def test_the_fleet_entry_shows_slots_and_engine_rates(redis_url):

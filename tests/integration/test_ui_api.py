@@ -15,7 +15,7 @@ from store.jobstore import JobStore
 from store.leases import Leases
 from tests.integration.gateway_support import asgi_client, register_fake_worker
 from tests.support.pauses import paused_job, pending
-from toolq.protocol import EventType, JobRequest, JobStatus
+from toolq.wire.protocol import EventType, JobRequest, JobStatus
 
 A, B, OP = "key-a", "key-b", "key-operator"
 JOB = {"messages": [{"role": "user", "content": "hi"}]}

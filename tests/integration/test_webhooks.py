@@ -26,8 +26,8 @@ from tests.support.processes import REPO, ToolqProcess
 from tests.support.workers import WorkerProcess, write_rules
 from toolq import SyncClient
 from toolq.local import free_port
-from toolq.protocol import EventType, JobRequest, JobStatus, Message, Webhook, now_ms
-from toolq.webhooks import new_secret
+from toolq.webhooks.signing import new_secret
+from toolq.wire.protocol import EventType, JobRequest, JobStatus, Message, Webhook, now_ms
 
 NEW, OLD = new_secret(), new_secret()  # a rotation in progress: every delivery carries both signatures
 SECRETS = json.dumps({"default": [NEW, OLD]})
@@ -272,7 +272,7 @@ def test_a_sender_killed_mid_delivery_loses_nothing(gateway, receiver, redis_url
 async def test_private_addresses_are_refused_at_submission_unless_allowed(redis_url, url, why):
     from gateway.settings import GatewaySettings
     from tests.integration.gateway_support import asgi_client
-    from toolq.webhook_settings import WebhookSettings
+    from toolq.webhooks.settings import WebhookSettings
 
     body = {"messages": [{"role": "user", "content": "hi"}], "webhook": url}
     refused = WebhookSettings(secrets={"default": [NEW]})
@@ -293,7 +293,7 @@ async def test_private_addresses_are_refused_at_submission_unless_allowed(redis_
 async def test_a_tenant_without_a_secret_cannot_name_a_webhook(redis_url):
     from gateway.settings import GatewaySettings
     from tests.integration.gateway_support import asgi_client
-    from toolq.webhook_settings import WebhookSettings
+    from toolq.webhooks.settings import WebhookSettings
 
     async with asgi_client(GatewaySettings(redis_url=redis_url), webhooks=WebhookSettings()) as client:
         r = await client.post(
@@ -375,7 +375,7 @@ async def test_the_sender_checks_the_address_again_at_delivery(redis_url):
 async def test_an_attempt_connects_to_the_address_it_checked(receiver):
     """DNS rebinding: the name is resolved once, checked, and the connection goes to that address
     (with the URL's Host), even if the name would resolve elsewhere a moment later."""
-    from toolq.deliveries import Delivery
+    from toolq.webhooks.deliveries import Delivery
     from webhooks.attempt import attempt
 
     answers = [["127.0.0.1"], ["10.9.9.9"]]
@@ -410,7 +410,7 @@ async def test_an_attempt_connects_to_the_address_it_checked(receiver):
 async def test_a_tenant_default_applies_to_jobs_that_name_no_webhook(gateway, receiver, redis_url):
     from gateway.settings import GatewaySettings
     from tests.integration.gateway_support import asgi_client
-    from toolq.webhook_settings import WebhookSettings
+    from toolq.webhooks.settings import WebhookSettings
 
     default = Webhook(url=receiver.url + "/ok?default", events=["completed"])
     settings = WebhookSettings(secrets={"default": [NEW]}, defaults={"default": default}, allow_private=True)
@@ -430,7 +430,7 @@ async def test_a_batch_announces_its_end_to_the_tenants_default_webhook(gateway,
     """batch.completed and batch.failed (gateway/openai/batches/announce.py), signed like a job's."""
     from gateway.settings import GatewaySettings
     from tests.integration.gateway_support import asgi_client
-    from toolq.webhook_settings import WebhookSettings
+    from toolq.webhooks.settings import WebhookSettings
 
     default = Webhook(url=receiver.url + "/ok?batches", events=["completed"])
     settings = WebhookSettings(secrets={"default": [NEW]}, defaults={"default": default}, allow_private=True)

@@ -16,7 +16,7 @@ from store import arq_link, keys
 from store.jobstore import JobEnded, JobStore
 from store.leases import Leases
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.protocol import EventType, JobRequest, JobStatus, Message
+from toolq.wire.protocol import EventType, JobRequest, JobStatus, Message
 from worker.app import create_worker
 from worker.scripted import Rule, ScriptedEngine
 from worker.settings import WorkerSettings

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import httpx
 
 from store.jobstore import JobStore
-from toolq.protocol import EventType, JobRequest, JobStatus, Message, PendingAction, now_ms
+from toolq.wire.protocol import EventType, JobRequest, JobStatus, Message, PendingAction, now_ms
 
 
 def client_tool(name: str, description: str, param: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from store.leases import Leases
 from tests.integration.gateway_support import CALL_ZORBIX, private_redis, served
 from tests.support.browser import LAPTOP, PHONE, chromium_path, screenshot_dir, signed_in, submit
 from tests.support.workers import REPO, write_rules
-from toolq.protocol import EventType, JobRequest, JobStatus
+from toolq.wire.protocol import EventType, JobRequest, JobStatus
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -22,10 +22,10 @@ import yaml
 from gateway.app import create_app
 from gateway.settings import GatewaySettings
 from store import keys
-from toolq.api import ModelView
 from toolq.commands.cli import build_parser
 from toolq.settings import RedisSettings
 from toolq.testing import images
+from toolq.wire.api import ModelView
 from webhooks.settings import SenderSettings
 from worker.settings import WorkerSettings
 

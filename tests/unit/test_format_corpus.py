@@ -14,7 +14,7 @@ import json
 import pytest
 
 from tests.support.corpus import corpus_dir
-from toolq.protocol import FunctionCall, ToolCall
+from toolq.wire.protocol import FunctionCall, ToolCall
 from worker.formats import FORMATS, get_format
 from worker.formats.detect import detect_format
 from worker.templates import ChatTemplate

@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.gbnf_match import accepts
 from tests.support.seed import SEED_TOOLS
-from toolq.protocol import FunctionCall, ToolCall
+from toolq.wire.protocol import FunctionCall, ToolCall
 from worker.formats import get_format
 
 # Every format added for the template families (the four older ones have tests/unit/test_formats.py).

@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.gbnf_match import accepts
 from tests.support.seed import SEED_TOOLS as TOOLS  # the reference tool set
-from toolq.protocol import FunctionCall, ToolCall
+from toolq.wire.protocol import FunctionCall, ToolCall
 from worker.formats import available_formats, get_format
 from worker.formats.mixtral import unescape_underscores
 from worker.formats.tagged import hermes_prompt

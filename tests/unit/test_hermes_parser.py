@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from toolq.protocol import FunctionCall, ToolCall
+from toolq.wire.protocol import FunctionCall, ToolCall
 from worker.formats.hermes import FORMAT
 from worker.formats.tagged import parse_tagged
 

@@ -1,4 +1,4 @@
-"""toolq/nesting.py: the depth of a JSON text measured without parsing it agrees with the depth of
+"""toolq/wire/nesting.py: the depth of a JSON text measured without parsing it agrees with the depth of
 the value it parses to, across slice boundaries, with brackets inside strings and escapes; a
 value or text past the bound is refused naming the field, the depth and where."""
 
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from toolq.nesting import TooDeep, check_depth, check_text_depth, text_depth
+from toolq.wire.nesting import TooDeep, check_depth, check_text_depth, text_depth
 
 
 def depth_of(v: object) -> int:

@@ -8,7 +8,7 @@ import json
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from toolq.protocol import FunctionCall, ToolCall
+from toolq.wire.protocol import FunctionCall, ToolCall
 from worker.formats import FORMATS as FORMAT_TABLE
 from worker.formats.base import ParsedOutput
 from worker.formats.gemma4 import Gemma4Format

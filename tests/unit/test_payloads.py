@@ -1,4 +1,4 @@
-"""The event payload models (toolq/payloads.py) against events recorded from real jobs: SmolLM2 in a
+"""The event payload models (toolq/wire/payloads.py) against events recorded from real jobs: SmolLM2 in a
 real worker over a real Redis, every event type (tests/unit/recorded_events.jsonl, recorded with
 tokens streamed, a served tool, a client tool paused and answered, ``on_client_tool`` "end", a pause
 past its deadline, an over-long prompt and a cancel). Each event's data read through its model and
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from store.jobstore import _event_parts
-from toolq.payloads import MODELS, FinalData, RequiresActionData, TokenData, ToolCallData, payload
-from toolq.protocol import Event, EventType
+from toolq.wire.payloads import MODELS, FinalData, RequiresActionData, TokenData, ToolCallData, payload
+from toolq.wire.protocol import Event, EventType
 
 RECORDED = [line for line in (Path(__file__).parent / "recorded_events.jsonl").read_text().splitlines() if line]
 

@@ -45,7 +45,7 @@ and asks ``approve`` about calls that need approval::
     result = await client.run("Who is ann?", client_tools=[lookup_user], approve=lambda call: True)
 
 By hand: follow the events; on ``requires_action``, ``RequiresActionData.of(event).calls``
-(``toolq.payloads``) lists the calls, answered
+(``toolq.wire.payloads``) lists the calls, answered
 with ``submit_tool_results(job_id, [{"tool_call_id": ..., "content": ...}])`` or
 ``submit_approvals(job_id, [{"tool_call_id": ..., "approved": True}])``.
 

@@ -12,14 +12,14 @@ from typing import Any
 import httpx
 
 from toolq import errors
-from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.client.http_transport import HttpTransport
 from toolq.client.threads import ThreadMethods
 from toolq.client.transport import Retryable, StreamEnded, Transport
 from toolq.client.webhooks import WebhookMethods
 from toolq.client_tools import Approver, ClientTools
-from toolq.payloads import RequiresActionData
-from toolq.protocol import Event, EventType, JobRequest, JobResult, JobStatus, Message, PendingAction
+from toolq.wire.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
+from toolq.wire.payloads import RequiresActionData
+from toolq.wire.protocol import Event, EventType, JobRequest, JobResult, JobStatus, Message, PendingAction
 
 __all__ = ["Client", "Functions", "build_request"]
 

@@ -13,9 +13,9 @@ from httpx_sse import aconnect_sse
 from pydantic import BaseModel, Field
 
 from toolq import errors
-from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.client.transport import Retryable, StreamEnded, caller_trace
-from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
+from toolq.wire.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
+from toolq.wire.protocol import ActionKind, Event, JobRequest, JobStatus
 
 __all__ = ["ClientSettings", "HttpTransport"]
 

@@ -6,7 +6,7 @@ A submission here passes every check that needs only Redis and the settings, rea
 variables as the gateway's: the queue bounds and the tenant's ``max_queued`` / ``max_running``
 (``TOOLQ_MAX_QUEUE_DEPTH``, ``TOOLQ_TENANTS``; the store applies them, store/admission.py),
 the tenant's token budgets (toolq/budgets.py) and the webhook check and default
-(``TOOLQ_WEBHOOK_*``: toolq/webhook_target.py). What it cannot check: API keys (its tenant is
+(``TOOLQ_WEBHOOK_*``: toolq/webhooks/target.py). What it cannot check: API keys (its tenant is
 always ``DIRECT_TENANT``) and the gateway's request caps (``TOOLQ_MAX_MESSAGES``,
 ``TOOLQ_MAX_TOKENS_CAP`` and the rest of gateway/limits.py), which belong to the gateway's
 settings; a service with Redis access is trusted that far.
@@ -25,13 +25,13 @@ from store.errors import RedisConnectionError, RedisTimeoutError
 from store.fleet import read_fleet
 from store.jobstore import JobNotFound, JobStore, NotSubmitted, QueueAtLimit
 from toolq import errors
-from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.budgets import budget_refusal
 from toolq.client.transport import Retryable, StreamEnded, caller_trace
-from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
 from toolq.settings import AdmissionSettings
-from toolq.webhook_settings import WebhookSettings
-from toolq.webhook_target import settle_webhook
+from toolq.webhooks.settings import WebhookSettings
+from toolq.webhooks.target import settle_webhook
+from toolq.wire.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
+from toolq.wire.protocol import ActionKind, Event, JobRequest, JobStatus
 
 __all__ = ["DIRECT_TENANT", "STORE_ERRORS", "RedisTransport", "store_errors"]
 

@@ -7,12 +7,12 @@ import threading
 from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
-from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
 from toolq.client.client import Client, Functions
 from toolq.client.threads import SyncThreadMethods
 from toolq.client.webhooks import SyncWebhookMethods
 from toolq.client_tools import Approver
-from toolq.protocol import Event, JobRequest, JobResult, JobStatus
+from toolq.wire.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
+from toolq.wire.protocol import Event, JobRequest, JobResult, JobStatus
 
 __all__ = ["SyncClient"]
 

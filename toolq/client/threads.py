@@ -8,8 +8,8 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, Literal, TypeVar
 
 from toolq.client.gateway_only import GatewayCalls
-from toolq.protocol import Message
-from toolq.thread_api import MessagePage, RunAccepted, Strategy, ThreadDeleted, ThreadList, ThreadView
+from toolq.wire.protocol import Message
+from toolq.wire.thread_api import MessagePage, RunAccepted, Strategy, ThreadDeleted, ThreadList, ThreadView
 
 Order = Literal["asc", "desc"]
 T = TypeVar("T")

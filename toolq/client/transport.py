@@ -14,8 +14,8 @@ from collections.abc import AsyncGenerator, Sequence
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Protocol
 
-from toolq.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
-from toolq.protocol import ActionKind, Event, JobRequest, JobStatus
+from toolq.wire.api import ApprovalDecision, JobView, ModelView, ToolResult, ToolSpec
+from toolq.wire.protocol import ActionKind, Event, JobRequest, JobStatus
 
 if TYPE_CHECKING:
     from toolq.tracing.carrier import TraceCarrier

@@ -1,6 +1,6 @@
 """Webhook deliveries in the SDK (HTTP mode): a job's delivery log, the dead-letter list, one
 delivery, and sending a failed one again (gateway/deliveries.py). Receivers verify what they get
-with ``toolq.verify_webhook`` (toolq/webhooks.py)."""
+with ``toolq.verify_webhook`` (toolq/webhooks/signing.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from toolq.client.gateway_only import GatewayCalls
-from toolq.deliveries import Delivery
+from toolq.webhooks.deliveries import Delivery
 
 T = TypeVar("T")
 

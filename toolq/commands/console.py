@@ -15,7 +15,7 @@ import httpx
 
 from toolq.client import Client
 from toolq.errors import ToolqError
-from toolq.payloads import (
+from toolq.wire.payloads import (
     CancelledData,
     ErrorData,
     FinalData,
@@ -26,7 +26,7 @@ from toolq.payloads import (
     ToolResultData,
     payload,
 )
-from toolq.protocol import Event, EventType
+from toolq.wire.protocol import Event, EventType
 
 if TYPE_CHECKING or find_spec("rich") is not None:
     from rich.console import Console

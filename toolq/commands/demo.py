@@ -26,8 +26,8 @@ from rich.console import Console
 from store.fleet import registered_workers
 from toolq.errors import CommandError
 from toolq.local import free_port, redis_answers
-from toolq.protocol import EventType, JobRequest, Message
 from toolq.settings import RedisSettings
+from toolq.wire.protocol import EventType, JobRequest, Message
 
 console = Console(highlight=False)
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import structlog
 from mcp import types
 
-from toolq.definitions import check_parameters, check_tool_name
-from toolq.limits import MAX_DESCRIPTION
 from toolq.mcp.config import McpServerConfig
 from toolq.tools.schema_tool import SchemaTool
+from toolq.wire.definitions import check_parameters, check_tool_name
+from toolq.wire.limits import MAX_DESCRIPTION
 
 __all__ = ["McpTool", "name_tools"]
 

@@ -29,13 +29,13 @@ from store.errors import RedisError, ResponseError
 from store.journal import DEFAULT_TTL_S, Journal
 from store.services import ServiceInfo, deregister_service, register_service
 from store.tool_calls import CallStreams, calls_stream
-from toolq.protocol import now_ms
 from toolq.services.calls import RESULT_TTL_MS, ServiceCall, encode_outcome
 from toolq.settings import DEFAULT_REDIS_URL
 from toolq.tools import REGISTRY, CallContext, CheckedCall, ToolOutcome, ToolRegistry
 from toolq.tracing import SpanKind, parent_context
 from toolq.tracing.genai import INSTANCE
 from toolq.tracing.tool_span import tool_failed, tool_span
+from toolq.wire.protocol import now_ms
 
 if TYPE_CHECKING:
     from toolq.mcp import McpTools

@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from toolq.definitions import NAME_RE, function_spec
 from toolq.tools.docstrings import parse_docstring
 from toolq.tools.errors import ToolRegistrationError
 from toolq.tools.signature import arguments_model, order_keys, parameters_schema
+from toolq.wire.definitions import NAME_RE, function_spec
 
 __all__ = ["Tool", "make_tool"]
 

@@ -4,7 +4,7 @@ the worker sees it, an MCP server's tool.
 Its calls are checked with jsonschema against the whole schema, so what the grammar could not
 express (``minimum``, ``pattern``, ``format``, ``uniqueItems``...) is enforced after generation,
 and the model is told what to fix in the same words as for a registry tool. The caller's regexes
-run on RE2 (toolq/re2_validator.py).
+run on RE2 (toolq/wire/re2_validator.py).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 from jsonschema.exceptions import ValidationError
 
-from toolq.definitions import function_spec
-from toolq.re2_validator import re2_validator
 from toolq.tools.messages import not_an_object, signature_text
 from toolq.tools.validation import CheckedCall
+from toolq.wire.definitions import function_spec
+from toolq.wire.re2_validator import re2_validator
 
 __all__ = ["SchemaTool"]
 

@@ -12,7 +12,7 @@ and refused at once (worker/grammar/builds.py).
 
 from __future__ import annotations
 
-from toolq.protocol import JobRequest, ResponseFormat
+from toolq.wire.protocol import JobRequest, ResponseFormat
 from worker.answer_format import answer_schema_json
 from worker.formats.base import ToolCallFormat, ToolDefinition
 from worker.grammar.budget import GrammarBudget

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import threading
 
-from toolq.protocol import JobRequest, Message
 from toolq.tools import ToolRegistry, UnknownToolError
+from toolq.wire.protocol import JobRequest, Message
 from worker.conversation import texts, triage
 from worker.conversation.grammars import ToolGrammars
 from worker.conversation.rounds import Rounds

@@ -11,7 +11,7 @@ from functools import partial
 
 import structlog
 
-from toolq.protocol import CachedTokens, JobRequest, Usage
+from toolq.wire.protocol import CachedTokens, JobRequest, Usage
 from worker import traces
 from worker.answer_format import AnswerFormatError, answer_problem
 from worker.conversation.grammars import Constraint, ToolGrammars

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from toolq.protocol import ToolCall, Where
+from toolq.wire.protocol import ToolCall, Where
 from worker.formats.streaming import TurnReader
 
 

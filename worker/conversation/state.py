@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from toolq.protocol import ActionKind, Message, PendingAction, Usage
+from toolq.wire.protocol import ActionKind, Message, PendingAction, Usage
 
 # How the loop ended. ``requires_action``: it waits on its caller for ``LoopOutcome.pending``.
 LoopEnd = Literal["stop", "length", "max_iterations", "requires_action"]

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import structlog
 
-from toolq.protocol import Message, PendingAction, ToolCall, Where
 from toolq.tools import ToolOutcome, effect_key
+from toolq.wire.protocol import Message, PendingAction, ToolCall, Where
 from worker.conversation.sink import EventSink
 from worker.conversation.state import LoopState
 from worker.conversation.triage import Reply, Run, Step, Wait

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from toolq.protocol import Message, ToolCall
+from toolq.wire.protocol import Message, ToolCall
 
 
 def call_signature(name: str, arguments: dict[str, Any]) -> str:

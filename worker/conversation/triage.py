@@ -19,8 +19,8 @@ from typing import Any
 
 import structlog
 
-from toolq.protocol import ActionKind, PendingAction, ToolCall, Where
 from toolq.tools import CheckedCall, ToolOutcome
+from toolq.wire.protocol import ActionKind, PendingAction, ToolCall, Where
 from worker.conversation import texts
 from worker.conversation.transcript import call_signature
 from worker.toolbox import BoxTool, ToolBox

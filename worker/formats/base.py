@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolq.protocol import ToolCall
+from toolq.wire.protocol import ToolCall
 
 # An OpenAI function definition, {"type": "function", "function": {"name", "description", "parameters"}}:
-# what a format renders into its system prompt and builds grammars from. (toolq.api.ToolSpec is
+# what a format renders into its system prompt and builds grammars from. (toolq.wire.api.ToolSpec is
 # the gateway's view of a served tool, a different thing.)
 ToolDefinition = dict[str, Any]
 

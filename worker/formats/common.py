@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from toolq.protocol import FunctionCall, ToolCall
+from toolq.wire.protocol import FunctionCall, ToolCall
 from worker import jsonish
 from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
 from worker.grammar import GrammarBuilder, literal, text_without

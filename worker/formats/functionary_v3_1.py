@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from toolq.protocol import FunctionCall, ToolCall
+from toolq.wire.protocol import FunctionCall, ToolCall
 from worker.formats.base import ParsedOutput
 from worker.formats.marked import MarkedJsonFormat
 

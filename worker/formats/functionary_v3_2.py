@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from toolq.protocol import ToolCall
+from toolq.wire.protocol import ToolCall
 from worker import jsonish
 from worker.formats.base import ParsedOutput, ToolDefinition
 from worker.formats.common import (

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from toolq.protocol import ToolCall
+from toolq.wire.protocol import ToolCall
 from worker import jsonish
 from worker.formats.base import ParsedOutput, ToolDefinition
 from worker.formats.common import (

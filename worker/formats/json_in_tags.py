@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from toolq.protocol import ToolCall
+from toolq.wire.protocol import ToolCall
 from worker.formats.base import ToolDefinition
 from worker.formats.common import tool_name, tool_params
 from worker.formats.marked import MarkedJsonFormat

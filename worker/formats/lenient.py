@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolq.protocol import ToolCall
+from toolq.wire.protocol import ToolCall
 from worker import jsonish
 from worker.formats.common import call_from_value
 

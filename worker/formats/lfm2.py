@@ -11,7 +11,7 @@ import ast
 from collections.abc import Sequence
 from typing import Any
 
-from toolq.protocol import ToolCall
+from toolq.wire.protocol import ToolCall
 from worker import jsonish
 from worker.formats.base import ParsedOutput, ToolDefinition
 from worker.formats.common import (

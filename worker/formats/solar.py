@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from toolq.protocol import ToolCall
+from toolq.wire.protocol import ToolCall
 from worker import jsonish
 from worker.formats.marked import MarkedJsonFormat
 from worker.grammar import literal

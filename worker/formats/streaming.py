@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Literal
 
 import structlog
 
-from toolq.protocol import new_call_id
+from toolq.wire.protocol import new_call_id
 from worker import jsonish
 
 if TYPE_CHECKING:

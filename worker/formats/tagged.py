@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from toolq.protocol import ToolCall
+from toolq.wire.protocol import ToolCall
 from worker import jsonish
 from worker.formats import lenient
 from worker.formats.base import ParsedOutput, PartialCall, ToolCallFormat, ToolDefinition

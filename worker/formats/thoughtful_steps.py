@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from toolq.protocol import ToolCall
+from toolq.wire.protocol import ToolCall
 from worker import jsonish
 from worker.formats.base import ParsedOutput, ToolCallFormat, ToolDefinition
 from worker.formats.common import call_from_value, tool_name, tool_params, tools_block

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from toolq.protocol import ToolCall
+from toolq.wire.protocol import ToolCall
 from worker import jsonish
 from worker.formats.base import ParsedOutput, PartialCall, ToolDefinition
 from worker.formats.common import (

@@ -1,6 +1,6 @@
 """Every grammar is built within a size and a time budget, off the worker's event loop.
 
-What the gateway admits is bounded already (toolq/schema_bounds.py), but a request's tools
+What the gateway admits is bounded already (toolq/wire/schema_bounds.py), but a request's tools
 together, or limits set higher than the worker's, can still ask for a grammar that would take the
 worker's memory or its CPU (DESIGN.md, "Facts for hostile input"). So:
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from llama_cpp.llama_grammar import INVALID_RULE_CHARS_RE, PRIMITIVE_RULES, SPACE_RULE, BuiltinRule, SchemaConverter
 
-from toolq.schema_bounds import pattern_repetitions
+from toolq.wire.schema_bounds import pattern_repetitions
 from worker.grammar.budget import GrammarTooLarge, current_budget
 from worker.grammar.check import check_grammar, rule_refs
 from worker.grammar.spelling import literal

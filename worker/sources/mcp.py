@@ -10,9 +10,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from toolq.mcp import McpServerConfig, McpTool, McpTools
-from toolq.protocol import Where
 from toolq.tools import CheckedCall, ToolOutcome
 from toolq.tools.messages import unknown_tool
+from toolq.wire.protocol import Where
 
 
 class McpSource:

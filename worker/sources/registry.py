@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from store.journal import Journal
-from toolq.protocol import Where
 from toolq.tools import CallContext, CheckedCall, ToolOutcome, ToolRegistry
+from toolq.wire.protocol import Where
 
 
 class RegistrySource:

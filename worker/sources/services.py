@@ -15,12 +15,12 @@ from typing import Any
 import structlog
 
 from store.errors import RedisError
-from toolq.definitions import check_parameters, check_tool_name
-from toolq.protocol import Where
 from toolq.services import ServiceCaller, ServiceFleetView
 from toolq.tools import CheckedCall, ToolOutcome
 from toolq.tools.messages import unknown_tool
 from toolq.tools.schema_tool import SchemaTool
+from toolq.wire.definitions import check_parameters, check_tool_name
+from toolq.wire.protocol import Where
 
 log = structlog.get_logger("toolq.worker")
 

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from toolq.protocol import FunctionCall, Message, ToolCall
+from toolq.wire.protocol import FunctionCall, Message, ToolCall
 from worker.formats.base import ToolCallFormat, ToolDefinition
 from worker.templates.markers import checked_markup, clean, clean_json, mark, mark_json, mark_spec
 from worker.templates.probe import Capabilities

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolq.protocol import Message
+from toolq.wire.protocol import Message
 from worker.formats.base import ToolCallFormat, ToolDefinition
 from worker.templates.adapt import Adapter
 from worker.templates.context import TemplateContext, probe_context

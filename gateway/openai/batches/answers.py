@@ -19,8 +19,8 @@ from gateway.openai.errors import job_failure
 from gateway.openai.responses.shapes import from_job
 from gateway.openai.responses.store import StoredResponse
 from store.records import JobRecord
-from toolq.payloads import CancelledData, ErrorData, FinalData
-from toolq.protocol import JobStatus
+from toolq.wire.payloads import CancelledData, ErrorData, FinalData
+from toolq.wire.protocol import JobStatus
 
 __all__ = ["answer_of", "refused", "unanswered"]
 

@@ -24,8 +24,8 @@ from gateway.openai.chat.request import to_job as chat_job
 from gateway.openai.errors import OpenAIError, describe_validation
 from gateway.openai.responses.request import ResponsesRequest
 from gateway.openai.responses.request import to_job as responses_job
-from toolq.nesting import TooDeep, check_text_depth
-from toolq.protocol import JobRequest
+from toolq.wire.nesting import TooDeep, check_text_depth
+from toolq.wire.protocol import JobRequest
 
 __all__ = ["ENDPOINTS", "MAX_ERRORS", "Line", "line_job", "read_lines"]
 

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from gateway.openai import fields, shared
 from gateway.openai.errors import OpenAIError
 from gateway.openai.shared import ToolqOptions, text_of
-from toolq.limits import MAX_STOP
-from toolq.protocol import FunctionSpec, FunctionTool, JobRequest, NamedToolChoice
+from toolq.wire.limits import MAX_STOP
+from toolq.wire.protocol import FunctionSpec, FunctionTool, JobRequest, NamedToolChoice
 
 
 class _Strict(BaseModel):

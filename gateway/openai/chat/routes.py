@@ -26,8 +26,8 @@ from gateway.submission import cancel_soon, submit, terminal_event
 from store.errors import RedisError
 from store.jobstore import JobNotFound
 from toolq.errors import EventsGone
-from toolq.payloads import FinalData, payload
-from toolq.protocol import EventType, JobRequest
+from toolq.wire.payloads import FinalData, payload
+from toolq.wire.protocol import EventType, JobRequest
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 _ERRORS = error_responses(400, 401, 404, 409, 429, 503)

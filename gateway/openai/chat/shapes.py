@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolq.payloads import FinalData
+from toolq.wire.payloads import FinalData
 
 # toolq finish reasons -> OpenAI's. max_iterations: the loop's last round answered without tools.
 FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "max_iterations": "stop"}

@@ -28,8 +28,8 @@ from gateway.openai.chat.shapes import FINISH, ChunkWriter, tool_calls
 from gateway.openai.shared import argument_pieces
 from gateway.openai.streamed_calls import StreamedCalls
 from gateway.openai.visible_text import VisibleText
-from toolq.payloads import FinalData, TokenData
-from toolq.protocol import Event, EventType, JobRequest
+from toolq.wire.payloads import FinalData, TokenData
+from toolq.wire.protocol import Event, EventType, JobRequest
 
 
 class ChatStream:

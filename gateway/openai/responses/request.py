@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 from gateway.openai import fields, shared
 from gateway.openai.errors import OpenAIError
 from gateway.openai.shared import ToolqOptions, text_of
-from toolq.protocol import STORED, FunctionSpec, FunctionTool, JobRequest, Message, ToolCall
+from toolq.wire.protocol import STORED, FunctionSpec, FunctionTool, JobRequest, Message, ToolCall
 
 
 class _Strict(BaseModel):

@@ -33,7 +33,7 @@ from store.errors import RedisError
 from store.jobstore import JobNotFound
 from store.records import JobRecord
 from toolq.errors import EventsGone
-from toolq.protocol import JobRequest, Message
+from toolq.wire.protocol import JobRequest, Message
 
 router = APIRouter(prefix="/v1/responses", tags=["openai"])
 ResponseId = Annotated[str, Path(min_length=1, max_length=128, description="a response id (resp_...)")]

@@ -9,8 +9,8 @@ from typing import Any
 
 from gateway.openai.responses.store import StoredResponse
 from store.records import JobRecord
-from toolq.payloads import ErrorData, FinalData
-from toolq.protocol import ErrorCode, ErrorInfo, JobResult, ToolCall
+from toolq.wire.payloads import ErrorData, FinalData
+from toolq.wire.protocol import ErrorCode, ErrorInfo, JobResult, ToolCall
 
 # job status -> Response status (a succeeded job may still be "incomplete": see status_of)
 STATUS = {

@@ -29,8 +29,8 @@ from gateway.openai.responses.store import StoredResponse
 from gateway.openai.shared import argument_pieces
 from gateway.openai.streamed_calls import StreamedCalls
 from gateway.openai.visible_text import VisibleText
-from toolq.payloads import ErrorData, FinalData, TokenData
-from toolq.protocol import Event, EventType, FunctionCall, JobRequest, ToolCall
+from toolq.wire.payloads import ErrorData, FinalData, TokenData
+from toolq.wire.protocol import Event, EventType, FunctionCall, JobRequest, ToolCall
 
 
 class ResponseEvents:

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from toolq import Client, SyncClient, errors
 from toolq.client import build_request
-from toolq.protocol import Event, EventType, JobRequest, Message
+from toolq.wire.protocol import Event, EventType, JobRequest, Message
 
 
 def test_package_exports_the_clients():

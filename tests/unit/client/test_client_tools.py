@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from toolq.client_tools import ClientTools
-from toolq.limits import MAX_TOOL_RESULT_BYTES
-from toolq.protocol import PendingAction
+from toolq.wire.limits import MAX_TOOL_RESULT_BYTES
+from toolq.wire.protocol import PendingAction
 
 
 def call(name: str, **arguments) -> PendingAction:

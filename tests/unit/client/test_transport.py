@@ -13,7 +13,7 @@ from toolq import Client, errors
 from toolq.client.http_transport import HttpTransport
 from toolq.client.redis_transport import STORE_ERRORS, RedisTransport, store_errors
 from toolq.client.transport import Retryable, StreamEnded, Transport
-from toolq.protocol import Event, EventType
+from toolq.wire.protocol import Event, EventType
 
 _METHODS = [n for n, v in vars(Transport).items() if callable(v) and not n.startswith("_")]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.conversation.test_loop import Sink, make_loop, req
-from toolq.protocol import JobRequest, ResponseFormat
 from toolq.tools import ToolRegistry
+from toolq.wire.protocol import JobRequest, ResponseFormat
 from worker.answer_format import AnswerFormatError, answer_grammar, answer_problem
 from worker.grammar import check_grammar
 

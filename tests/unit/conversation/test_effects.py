@@ -8,8 +8,8 @@ import re
 from typing import Any
 
 from tests.unit.conversation.test_loop import call, make_loop, req
-from toolq.protocol import Message, ToolCall
 from toolq.tools import NoCallError, ToolRegistry, current_call, effect_key
+from toolq.wire.protocol import Message, ToolCall
 from worker.conversation import LoopState
 
 

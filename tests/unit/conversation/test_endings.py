@@ -7,8 +7,8 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from store.durability import NotReplicated
-from toolq.protocol import ErrorCode, Message, PendingAction
 from toolq.tools import UnknownToolError
+from toolq.wire.protocol import ErrorCode, Message, PendingAction
 from worker.conversation import LoopOutcome, LoopState
 from worker.endings import Cancelled, Failed, Finished, HandedBack, Paused, StopCause, classify
 from worker.generation import ContextLengthExceeded, EngineError

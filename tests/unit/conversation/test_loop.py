@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from toolq.protocol import JobRequest, Message, ToolCall
 from toolq.tools import ToolRegistry
+from toolq.wire.protocol import JobRequest, Message, ToolCall
 from worker.conversation import Aborted, ConversationLoop, LoopState
 from worker.formats import get_format
 from worker.generation import GenerationRequest

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tests.unit.conversation.test_loop import Sink, call, make_loop
-from toolq.protocol import FunctionTool, JobRequest, Message
 from toolq.tools import ToolRegistry
+from toolq.wire.protocol import FunctionTool, JobRequest, Message
 from worker.conversation import LoopState
 
 

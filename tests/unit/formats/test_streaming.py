@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from toolq.protocol import FunctionCall, ToolCall
+from toolq.wire.protocol import FunctionCall, ToolCall
 from worker.formats import FORMATS, ToolCallFormat, get_format
 from worker.formats.streaming import Guarantee, TurnDelta, TurnReader
 

@@ -7,7 +7,7 @@ import pytest
 
 from store.fleet import Fleet, WorkerInfo
 from toolq.errors import UnknownModel
-from toolq.protocol import JobRequest, Message
+from toolq.wire.protocol import JobRequest, Message
 
 
 def worker(model: str, slots: int, wid: str = "w1") -> WorkerInfo:

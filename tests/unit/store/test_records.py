@@ -10,7 +10,7 @@ from pathlib import Path
 
 from store import records
 from store.records import FIELDS, SCRIPT_ONLY, JobRecord
-from toolq.protocol import JobRequest, JobResult, JobStatus, Message
+from toolq.wire.protocol import JobRequest, JobResult, JobStatus, Message
 
 LUA = Path(records.__file__).parent / "lua"
 # A call on a job hash: ('HSET', job, 'status', ...) or, in claim/unstall, on a key built for the job.

@@ -6,7 +6,7 @@ import copy
 from itertools import pairwise
 
 from tests.support.seed import SEED_TOOLS
-from toolq.protocol import Message
+from toolq.wire.protocol import Message
 from worker.formats import get_format
 from worker.templates import TEMPLATES_DIR, ChatTemplate
 

@@ -15,7 +15,7 @@ from tests.unit.templates.conversations import (
     seed_messages,
     trusted_text,
 )
-from toolq.protocol import Message
+from toolq.wire.protocol import Message
 from worker.formats import get_format
 from worker.templates import ChatTemplate
 

@@ -20,7 +20,7 @@ from tests.unit.templates.conversations import (
     trusted_text,
     untrusted_pieces,
 )
-from toolq.protocol import Message
+from toolq.wire.protocol import Message
 from worker.formats import get_format
 from worker.templates import ChatTemplate
 

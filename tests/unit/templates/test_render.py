@@ -17,7 +17,7 @@ from tests.unit.templates.conversations import (
     render,
     seed_messages,
 )
-from toolq.protocol import Message
+from toolq.wire.protocol import Message
 from worker.formats import get_format
 from worker.templates import TEMPLATES_DIR, ChatTemplate, available_templates
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.unit.templates.conversations import HERMES, load
-from toolq.protocol import Message
+from toolq.wire.protocol import Message
 from worker.templates import ChatTemplate, TemplateError, TemplateRaisedError, TemplateSyntaxError, UnsafeTemplateError
 
 

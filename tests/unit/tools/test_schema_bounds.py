@@ -1,4 +1,4 @@
-"""The bounds on the work a caller's schema may ask for (toolq/schema_bounds.py), as every door
+"""The bounds on the work a caller's schema may ask for (toolq/wire/schema_bounds.py), as every door
 meets them: through the protocol's request model, with the field path in the refusal."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from toolq.protocol import JobRequest, ResponseFormat
-from toolq.re2_validator import re2_validator
-from toolq.schema_bounds import SchemaLimits, SchemaTooLarge, check_schema_bounds, schema_limits
+from toolq.wire.protocol import JobRequest, ResponseFormat
+from toolq.wire.re2_validator import re2_validator
+from toolq.wire.schema_bounds import SchemaLimits, SchemaTooLarge, check_schema_bounds, schema_limits
 
 USER = {"role": "user", "content": "hi"}
 

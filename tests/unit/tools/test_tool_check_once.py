@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import toolq.tools.registry as registry_module
-from toolq.protocol import JobRequest, Message
 from toolq.tools import ToolRegistry
+from toolq.wire.protocol import JobRequest, Message
 from worker.conversation import ConversationLoop
 from worker.formats import get_format
 from worker.scripted import ScriptedEngine

@@ -1,4 +1,4 @@
-"""Tool definitions in a request (toolq/protocol.py FunctionTool, toolq/definitions.py): every
+"""Tool definitions in a request (toolq/wire/protocol.py FunctionTool, toolq/wire/definitions.py): every
 bad one is refused with a message that names the tool and the problem."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from toolq.limits import MAX_TOOLS
-from toolq.protocol import JobRequest, Message
 from toolq.tools.schema_tool import SchemaTool
+from toolq.wire.limits import MAX_TOOLS
+from toolq.wire.protocol import JobRequest, Message
 
 
 def request(tools: list[Any], **kw: Any) -> JobRequest:

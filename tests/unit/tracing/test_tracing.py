@@ -22,12 +22,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from gateway.tracing import TraceContext
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.processes import REPO
-from toolq.protocol import JobRequest, Message
 from toolq.services.calls import ServiceCall
 from toolq.tools import ToolRegistry
 from toolq.tracing import SpanKind, current_carrier, entry_kind, parent_context, span, switch
 from toolq.tracing.log_ids import add_trace_ids
 from toolq.tracing.settings import TracingSettings
+from toolq.wire.protocol import JobRequest, Message
 from worker.conversation import ConversationLoop
 from worker.formats import get_format
 from worker.scripted import ScriptedEngine

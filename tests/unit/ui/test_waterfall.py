@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.ui.waterfall import waterfall
-from toolq.protocol import Event
+from toolq.wire.protocol import Event
 
 
 def ev(seq: int, type: str, ts: int, **data) -> Event:

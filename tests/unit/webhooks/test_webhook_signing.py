@@ -13,8 +13,8 @@ from standardwebhooks.webhooks import Webhook as SpecWebhook
 from standardwebhooks.webhooks import WebhookVerificationError as SpecError
 
 import toolq
-from toolq.deliveries import Delivery
-from toolq.webhooks import WebhookVerificationError, new_secret, secret_key, signature_header
+from toolq.webhooks.deliveries import Delivery
+from toolq.webhooks.signing import WebhookVerificationError, new_secret, secret_key, signature_header
 from webhooks import payload
 from webhooks.backoff import retry_delay_s
 

@@ -7,8 +7,8 @@ import ipaddress
 
 import pytest
 
-from toolq.protocol import JobRequest
-from toolq.webhook_urls import WebhookHostUnresolved, WebhookUrlRefused, check_url, why_refused
+from toolq.webhooks.urls import WebhookHostUnresolved, WebhookUrlRefused, check_url, why_refused
+from toolq.wire.protocol import JobRequest
 
 
 def resolver_of(table: dict[str, list[str]]):

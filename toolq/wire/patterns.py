@@ -1,7 +1,7 @@
 """A caller's regex runs on RE2 (google-re2), in time linear in its input, never on Python's
 backtracking ``re``: a ``pattern`` such as ``^(a+)+$`` would otherwise stall whoever checks it.
-The schema validator that searches with it is toolq/re2_validator.py; this module needs no
-jsonschema, so the protocol's bounds (toolq/schema_bounds.py) can use it in the light client.
+The schema validator that searches with it is toolq/wire/re2_validator.py; this module needs no
+jsonschema, so the protocol's bounds (toolq/wire/schema_bounds.py) can use it in the light client.
 
 google-re2 comes with the gateway and worker extras, not with the core package: without it a
 pattern is never searched at all; a value checked against one fails with a message saying so.

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from toolq.protocol import WebhookEvent
+from toolq.wire.protocol import WebhookEvent
 
 # A batch's end (gateway/openai/batches/runner.py), sent to its tenant's default webhook.
 BatchWebhookEvent = Literal["batch.completed", "batch.failed", "batch.expired", "batch.cancelled"]

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolq.errors import InvalidRequest
-from toolq.protocol import JobRequest, JobStatus, Message
+from toolq.wire.protocol import JobRequest, JobStatus, Message
 
 MAX_METADATA_KEYS = 16  # as OpenAI allows on a conversation
 MAX_METADATA_KEY = 64

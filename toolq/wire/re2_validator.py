@@ -1,8 +1,8 @@
 """jsonschema's Draft 2020-12 validator with every keyword that searches a caller's regex
 (``pattern``, ``patternProperties``, ``additionalProperties`` beside ``patternProperties``, the
-``regex`` format) answered by RE2 (toolq/patterns.py). ``unevaluatedProperties`` beside
+``regex`` format) answered by RE2 (toolq/wire/patterns.py). ``unevaluatedProperties`` beside
 ``patternProperties`` would search with ``re`` inside jsonschema, so such a schema is refused at
-admission (toolq/schema_bounds.py), like a pattern RE2 cannot compile.
+admission (toolq/wire/schema_bounds.py), like a pattern RE2 cannot compile.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import ValidationError
 
-from toolq.patterns import HAVE_RE2, RE2_MISSING, compiled, search
+from toolq.wire.patterns import HAVE_RE2, RE2_MISSING, compiled, search
 
 __all__ = ["Re2Draft202012Validator", "re2_validator"]
 

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolq.protocol import AttemptEnd, Event, EventType, FinishReason, PendingAction, ToolCall, Usage, Where
+from toolq.wire.protocol import AttemptEnd, Event, EventType, FinishReason, PendingAction, ToolCall, Usage, Where
 
 __all__ = [
     "MODELS",

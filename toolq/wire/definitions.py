@@ -7,7 +7,7 @@ The schema is checked with jsonschema's Draft 2020-12 metaschema, not by hand. W
 cannot express (``minimum``, ``pattern``, ``format``, ...) is still enforced: the arguments the
 model wrote are validated against the whole schema after generation (``toolq/tools/schema_tool.py``).
 Only what could never be enforced here is refused: a ``$ref`` that points outside the schema,
-which would need a network fetch, and a schema past the bounds of toolq/schema_bounds.py, whose
+which would need a network fetch, and a schema past the bounds of toolq/wire/schema_bounds.py, whose
 grammar or checks would cost more than a worker can spare.
 """
 
@@ -21,8 +21,8 @@ from functools import lru_cache
 from importlib.util import find_spec
 from typing import Any
 
-from toolq.limits import MAX_SCHEMA_BYTES
-from toolq.schema_bounds import SchemaTooLarge, check_schema_bounds
+from toolq.wire.limits import MAX_SCHEMA_BYTES
+from toolq.wire.schema_bounds import SchemaTooLarge, check_schema_bounds
 
 __all__ = ["NAME_RE", "check_bounds", "check_parameters", "check_tool_name", "function_spec", "metaschema_error"]
 
@@ -80,7 +80,7 @@ def check_parameters(name: str, schema: Any) -> dict[str, Any]:
 
 def check_bounds(schema: Any, what: str) -> None:
     """ValueError naming the field, e.g. ``tool 'f': parameters.properties.x.minLength is ...``,
-    when the schema passes a bound of toolq/schema_bounds.py."""
+    when the schema passes a bound of toolq/wire/schema_bounds.py."""
     try:
         check_schema_bounds(schema)
     except SchemaTooLarge as e:

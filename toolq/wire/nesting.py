@@ -26,7 +26,7 @@ MAX_JSON_DEPTH = 100
 
 @lru_cache(maxsize=1)
 def max_json_depth() -> int:
-    """TOOLQ_MAX_JSON_DEPTH, read by hand as the schema limits are (toolq/schema_bounds.py): the
+    """TOOLQ_MAX_JSON_DEPTH, read by hand as the schema limits are (toolq/wire/schema_bounds.py): the
     protocol's leaf imports no settings. Above 150 it could admit what pydantic cannot read back."""
     value = int(os.environ.get("TOOLQ_MAX_JSON_DEPTH", MAX_JSON_DEPTH))
     if not 8 <= value <= 150:

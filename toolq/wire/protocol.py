@@ -5,8 +5,8 @@ results, job records) or msgpack (arq payloads); never pickle. Change a shape on
 and bump PROTOCOL_VERSION with it.
 
 A leaf of the house: besides pydantic (and jsonschema, where installed) it imports only its sizes
-(``toolq/limits.py``) and the tool-definition checks (``toolq/definitions.py``, with their bounds
-``toolq/schema_bounds.py`` and ``toolq/patterns.py``), which import nothing else of the house.
+(``toolq/wire/limits.py``) and the tool-definition checks (``toolq/wire/definitions.py``, with their bounds
+``toolq/wire/schema_bounds.py`` and ``toolq/wire/patterns.py``), which import nothing else of the house.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from pydantic import (
     model_validator,
 )
 
-from toolq.definitions import check_bounds, check_parameters, check_tool_name, metaschema_error
-from toolq.limits import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, MAX_STOP, MAX_TOOLS
-from toolq.nesting import check_depth, check_text_depth
-from toolq.schema_bounds import SchemaTooLarge, check_request_subschemas
+from toolq.wire.definitions import check_bounds, check_parameters, check_tool_name, metaschema_error
+from toolq.wire.limits import MAX_DESCRIPTION, MAX_SCHEMA_BYTES, MAX_STOP, MAX_TOOLS
+from toolq.wire.nesting import check_depth, check_text_depth
+from toolq.wire.schema_bounds import SchemaTooLarge, check_request_subschemas
 
 PROTOCOL_VERSION = 1
 

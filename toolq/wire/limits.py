@@ -1,6 +1,6 @@
 """The sizes the protocol allows: how much one request, one tool definition or one answer to a
-paused job may carry. The wire contract (``toolq/protocol.py``) and the API bodies
-(``toolq/api.py``) enforce them; the gateway's operator caps (``gateway/limits.py``) come on top."""
+paused job may carry. The wire contract (``toolq/wire/protocol.py``) and the API bodies
+(``toolq/wire/api.py``) enforce them; the gateway's operator caps (``gateway/limits.py``) come on top."""
 
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
 """A job's webhook at submission: the request's own, else the tenant's default; a URL the caller
-gave is checked here (toolq/webhook_urls.py) and refused with a 422 that says why, before the job
+gave is checked here (toolq/webhooks/urls.py) and refused with a 422 that says why, before the job
 exists. Every front door calls ``settle_webhook``: the gateway's (gateway/submission.py: admit)
 and the SDK's Redis mode (toolq/client/redis_transport.py)."""
 
 from __future__ import annotations
 
 from toolq.errors import InvalidRequest
-from toolq.protocol import JobRequest
-from toolq.webhook_settings import WebhookSettings
-from toolq.webhook_urls import Resolver, WebhookHostUnresolved, WebhookUrlRefused, check_url
+from toolq.webhooks.settings import WebhookSettings
+from toolq.webhooks.urls import Resolver, WebhookHostUnresolved, WebhookUrlRefused, check_url
+from toolq.wire.protocol import JobRequest
 
 REFUSED = "webhook_refused"  # the error code of a refused webhook
 

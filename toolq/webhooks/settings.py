@@ -6,7 +6,7 @@
 - ``TOOLQ_WEBHOOK_DEFAULTS``: JSON, tenant -> ``{"url", "events"}``: the webhook of the tenant's
   jobs that name none.
 - ``TOOLQ_WEBHOOK_ALLOW_PRIVATE``: send to loopback, link-local and private addresses too
-  (toolq/webhook_urls.py); off by default.
+  (toolq/webhooks/urls.py); off by default.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from toolq.protocol import Webhook
-from toolq.webhooks import secret_key
+from toolq.webhooks.signing import secret_key
+from toolq.wire.protocol import Webhook
 
 
 class WebhookSettings(BaseSettings):

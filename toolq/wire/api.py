@@ -1,4 +1,4 @@
-"""The HTTP API's response bodies (the request is toolq.protocol.JobRequest itself).
+"""The HTTP API's response bodies (the request is toolq.wire.protocol.JobRequest itself).
 
 Here rather than in gateway/ because both sides use them: the gateway answers with them and the
 client SDK returns them, typed.
@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from toolq.limits import MAX_REASON_CHARS, MAX_TOOL_RESULT_BYTES
-from toolq.protocol import (
+from toolq.wire.limits import MAX_REASON_CHARS, MAX_TOOL_RESULT_BYTES
+from toolq.wire.protocol import (
     JobResult,
     JobStatus,
     RequiredAction,

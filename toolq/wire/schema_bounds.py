@@ -6,13 +6,13 @@ llama.cpp's converter, which writes a bounded repetition out one element at a ti
 input"). So every count the converter expands (string lengths, item counts, ``{n,m}`` in a
 pattern), and what else grows with the caller's numbers (enum sizes, nesting, ``$ref``s, pattern
 length), is held to ``SchemaLimits`` here, where every door's request is
-validated (toolq/definitions.py). A schema past a bound is refused with its field path, e.g.
+validated (toolq/wire/definitions.py). A schema past a bound is refused with its field path, e.g.
 ``properties.x.minLength``; the worker still builds each grammar within a budget of its own
 (worker/grammar/budget.py) for what the bounds let through.
 
 Patterns are checked with RE2 where google-re2 is installed (the gateway and worker extras): a
 pattern RE2 cannot compile is refused here, because the worker validates arguments with RE2 only
-(toolq/patterns.py), never with Python's backtracking ``re``.
+(toolq/wire/patterns.py), never with Python's backtracking ``re``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from toolq.patterns import pattern_problem
+from toolq.wire.patterns import pattern_problem
 
 __all__ = [
     "SchemaLimits",
@@ -115,7 +115,7 @@ def check_schema_bounds(schema: Any, limits: SchemaLimits | None = None) -> None
             for pattern in value:
                 total += _check_pattern(f"{where}[{pattern!r}]", pattern, limits)
         elif key == "unevaluatedProperties" and _has_pattern_properties(schema):
-            # jsonschema would search patternProperties with Python's re for it (toolq/patterns.py)
+            # jsonschema would search patternProperties with Python's re for it (toolq/wire/patterns.py)
             raise SchemaTooLarge(where, "cannot be checked beside patternProperties; use additionalProperties")
         if total > limits.max_repeat_total:
             raise SchemaTooLarge(
