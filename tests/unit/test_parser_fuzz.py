@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from toolq.wire.protocol import FunctionCall, ToolCall
@@ -271,6 +271,8 @@ def test_random_text_never_raises(text):
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=mutated_output())
+# a parameter's text that Python's json reads as -inf, which no JSON encoder may send (found by this test)
+@example(text='<tool_call><function name="get_weather"><param name="0">-Infinity</param></function>')
 def test_mutated_valid_outputs_never_raise(text):
     check_never_raises(text)
 

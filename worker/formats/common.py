@@ -139,6 +139,11 @@ def example_call() -> ToolCall:
     return ToolCall(function=FunctionCall(name="tool_name", arguments={"argument": "value"}))
 
 
+def _not_json(name: str) -> Any:
+    # Python's json reads NaN and -Infinity, which no JSON encoder may send on: such text stays text
+    raise ValueError(f"{name} is not JSON")
+
+
 def text_value(raw: str) -> Any:
     """A parameter value written as plain text (the XML-like formats): a JSON number, boolean,
     null, object or array when it reads as one, else the text itself, untouched. (Which of the
@@ -149,7 +154,7 @@ def text_value(raw: str) -> Any:
         return raw
     try:
         # Containers may come in Python's spelling (templates that print a list with ``string``).
-        value = jsonish.loads(s) if s[0] in "{[" else json.loads(s)
+        value = jsonish.loads(s) if s[0] in "{[" else json.loads(s, parse_constant=_not_json)
     except ValueError:
         return raw
     return raw if isinstance(value, str) else value
