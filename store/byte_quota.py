@@ -19,7 +19,9 @@ is not):
   is not refused but is counted at the thread's next charge: it is the model's, bounded by the
   run's max_tokens);
 - a paused job's answers (answer.lua): what they add to its record's ``actions``;
-- a file (store/files.py): its content.
+- a file (store/files.py): its content;
+- a Responses-API response kept for ``previous_response_id`` (response_save.lua): its request
+  without its input, counted but not refused (its job was charged, and refused, before it).
 
 Nobody releases bytes by hand: keys end by TTL or deletion in many places. Each charge first
 looks at a few items whose time has come and releases those whose key is gone (tenant_bytes.lua),

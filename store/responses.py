@@ -9,7 +9,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from store import keys
+from store import byte_quota, keys
+from store.scripts import Script
 
 
 @dataclass
@@ -45,11 +46,14 @@ class StoredResponse:
 
 
 async def save_response(redis: Any, tenant: str, stored: StoredResponse, ttl_s: int) -> None:
-    key = keys.response(tenant, stored.id)
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hset(key, mapping=stored.to_hash())
-        pipe.expire(key, ttl_s)
-        await pipe.execute()
+    """Keep the response for ``ttl_s``, its bytes counted in its tenant's (store/byte_quota.py)."""
+    await Script(redis, "response_save")(
+        response=keys.response(tenant, stored.id),
+        tenant=tenant,
+        fields=json.dumps(stored.to_hash(), ensure_ascii=False),
+        ttl_s=ttl_s,
+        bytes_prefix=keys.TENANT_BYTES_PREFIX,
+    )
 
 
 async def load_response(redis: Any, tenant: str, response_id: str) -> StoredResponse | None:
@@ -60,3 +64,4 @@ async def load_response(redis: Any, tenant: str, response_id: str) -> StoredResp
 
 async def forget_response(redis: Any, tenant: str, response_id: str) -> None:
     await redis.delete(keys.response(tenant, response_id))
+    await byte_quota.mark_gone(redis, tenant, "job", keys.response(tenant, response_id))

@@ -48,6 +48,14 @@ async def test_every_door_charges_the_tenant_and_refuses_past_its_quota(redis_ur
         assert job.status_code == 202, job.text
         after_job = held(r, "hog")
         assert len(CHUNK) < after_job < 3 * len(CHUNK)  # the request, and the arq payload beside it
+        # a Responses request keeps its job and the response (which echoes its instructions)
+        resp = await a.post(
+            "/v1/responses",
+            json={"model": "alpha", "input": "hi", "instructions": "y" * 100_000, "background": True},
+        )
+        assert resp.status_code == 200, resp.text
+        assert held(r, "hog") > after_job + 2 * 100_000
+        after_job = held(r, "hog")
         made = await a.post("/v1/threads", json={"messages": [user(CHUNK)]})
         assert made.status_code == 201
         tid = made.json()["id"]
