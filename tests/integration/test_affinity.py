@@ -178,6 +178,18 @@ def wait_ended(stack: Stack, job: str, timeout: float = 30) -> None:
         time.sleep(0.02)
 
 
+def wait_free(stack: Stack, worker: str, timeout: float = 10) -> None:
+    """Until the worker's load (written as its jobs end, just after their terminal event) shows a
+    free slot: a run posted before it would find its worker full, and go to the other."""
+    deadline = time.monotonic() + timeout
+    while True:
+        load = stack.r.hget(keys.worker_load(MODEL), worker)
+        if load is not None and int(load.split()[0]) < int(load.split()[1]):
+            return
+        assert time.monotonic() < deadline, f"worker {worker} stayed full: {load!r}"
+        time.sleep(0.02)
+
+
 def test_a_follow_up_whose_worker_stalls_runs_on_the_other_after_the_wait(stack: Stack):
     client = stack.client()
     job, follow = first_turn(client, 200)
@@ -247,6 +259,7 @@ def test_a_threads_next_run_goes_to_the_worker_that_ran_its_last(stack: Stack):
     ran = {tid: stack.record(first).worker for tid, first in firsts.items()}
     assert set(ran.values()) == {w.worker_id for w in stack.workers}, "both workers ran first runs"
     for tid, worker in ran.items():
+        wait_free(stack, worker)
         r = http.post(f"/v1/threads/{tid}/runs", json={"messages": [{"role": "user", "content": "and then?"}]})
         assert r.status_code in (200, 201, 202), r.text
         run = r.json()["job_id"]
