@@ -85,22 +85,21 @@ if not h[1] or (tenant ~= '' and h[1] ~= tenant) then return {-3, ''} end
 if h[2] == '1' then return {0, h[3]} end
 if h[3] ~= 'requires_action' then return {-2, h[3] or ''} end
 if h[4] ~= attempt or h[5] ~= seen then return {-4, ''} end
-if complete ~= '1' then
-  local full = bytes_charge(bytes_prefix, h[1], 'job', job, #actions - #seen, store_bytes)
-  if full then return full end
-  redis.call('HSET', job, 'actions', actions)
-  return {1, ''}
+local holds
+if complete == '1' then  -- the answers resume it: it meets a new job's admission first
+  local refused = admit(fair_prefix, model, h[1], queue, fair, max_depth, max_queued, job_prefix)
+  if refused then
+    refused[1] = refused[1] - 10
+    return refused
+  end
+  local spent
+  holds, spent = budget_check(usage_prefix, budget_held_prefix, h[1], tokens_per_day, tokens_per_minute, budget_ceiling, job)
+  if spent then return spent end
 end
-local refused = admit(fair_prefix, model, h[1], queue, fair, max_depth, max_queued, job_prefix)
-if refused then
-  refused[1] = refused[1] - 10
-  return refused
-end
-local holds, spent = budget_check(usage_prefix, budget_held_prefix, h[1], tokens_per_day, tokens_per_minute, budget_ceiling, job)
-if spent then return spent end
 local full = bytes_charge(bytes_prefix, h[1], 'job', job, #actions - #seen, store_bytes)
 if full then return full end
 redis.call('HSET', job, 'actions', actions)
+if complete ~= '1' then return {1, ''} end
 budget_hold(job, holds)
 redis.call('HINCRBY', job, 'attempt', 1)
 redis.call('HSET', job, 'status', 'queued')

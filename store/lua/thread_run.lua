@@ -120,7 +120,7 @@ if spent then return spent end
 -- the record keeps the request's parts twice (request, th_*) and starts with a copy of the history
 local messages = thread .. ':messages'
 bytes_fold(bytes_prefix, tenant, thread, messages)
-local history = tonumber(redis.call('HGET', bytes_prefix .. tenant, 'thread ' .. messages) or '0')
+local history = bytes_of(bytes_prefix, tenant, 'thread', messages)
 local record = 2 * (#req_head + #req_input + #req_tail) + #payload + history
 local full = bytes_charge(bytes_prefix, tenant, 'job', job, record, store_bytes)
 if full then return full end

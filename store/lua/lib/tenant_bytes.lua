@@ -61,6 +61,11 @@ local function bytes_charge(prefix, tenant, kind, key, add, quota)
   return nil
 end
 
+-- The bytes counted for `key` (of `kind`) of `tenant`: 0 when none are.
+local function bytes_of(prefix, tenant, kind, key)
+  return tonumber(redis.call('HGET', prefix .. tenant, kind .. ' ' .. key) or '0')
+end
+
 -- A run's messages appended to its thread at its end (thread_end.lua) are the model's, bounded by
 -- the run's max_tokens, and never refused; thread_end.lua notes their bytes in the thread's
 -- `unbilled`, and the thread's next charge (a message added, a run queued) counts them first.
