@@ -249,6 +249,23 @@ async def _wait_ended(url: str, job_ids: list[str], timeout: float) -> bool:
         await r.aclose()
 
 
+async def _where_it_is(r: Any, job_id: str, rec: dict[str, str]) -> str:
+    """Every place a queued job may wait or be held, for a lost job's line in the report."""
+    tenant = rec.get("tenant", "default")
+    arq_id = f"{job_id}:{rec.get('attempt', 1)}"
+    places = {
+        "arq queue": await r.zscore(keys.queue(MODEL), arq_id),
+        "fair waiting": await r.zscore(keys.fair_waiting(MODEL, tenant), job_id),
+        "running": await r.zscore(keys.tenant_running(tenant), job_id),
+        "lease": await r.zscore(keys.LEASES, job_id),
+        "arq job key": await r.exists(f"arq:job:{arq_id}"),
+        "in progress": await r.pttl(f"arq:in-progress:{arq_id}"),
+        "arq retry": await r.get(f"arq:retry:{arq_id}"),
+        "tenant in fair set": await r.zscore(keys.fair_tenants(MODEL), tenant),
+    }
+    return "    " + ", ".join(f"{k} {v!r}" for k, v in places.items())
+
+
 async def _verify(url: str, jobs: dict[str, str], runs_dir: Path, report: FailoverReport) -> None:
     r = redis_urls.async_client(url)
     try:
@@ -266,10 +283,8 @@ async def _verify(url: str, jobs: dict[str, str], runs_dir: Path, report: Failov
                 report.lost.append(job_id)
                 rec = {k.decode(): v.decode()[:40] for k, v in (await r.hgetall(keys.job(job_id))).items()}
                 where = {k: rec.get(k) for k in ("status", "attempt", "tenant")} if rec else "GONE"
-                queued = await r.zscore(keys.queue(MODEL), f"{job_id}:{rec.get('attempt', 1)}")
-                report.details.append(
-                    f"  lost {job_id} [{marker}]: record {where}, on arq's queue {queued}, events {types}"
-                )
+                report.details.append(f"  lost {job_id} [{marker}]: record {where}, events {types}")
+                report.details.append(await _where_it_is(r, job_id, rec))
             elif len(terminals) != 1 or events[-1] is not terminals[0]:
                 report.wrong_terminals.append(job_id)
                 report.details.append(f"  {len(terminals)} terminal events in {job_id}: {types}")

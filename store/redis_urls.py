@@ -13,9 +13,10 @@ Any other scheme is refused with a message that lists the ones understood.
 Following a failover is redis-py's: its Sentinel connection pool asks the sentinels for the
 primary on every new connection, and a connection that meets ``READONLY`` (the old primary, now a
 replica) is dropped with a ConnectionError, which the pool's retry turns into a new connection to
-the new primary. The async pool is what ``store.arq_link.connect`` gives arq, so arq's own
-commands follow too (arq's ``RedisSettings(sentinel=True)`` builds the same pool, through
-``Sentinel.master_for``).
+the new primary. Each try at a connection asks the sentinels afresh
+(store/sentinel_connections.py), so none outlasts a failover at the old primary's address. The
+async pool is what ``store.arq_link.connect`` gives arq, so arq's own commands follow too
+(arq's ``RedisSettings(sentinel=True)`` builds the same pool, through ``Sentinel.master_for``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import redis.asyncio as aioredis
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelPool
 from redis.sentinel import Sentinel, SentinelConnectionPool
+
+from store import sentinel_connections
 
 __all__ = [
     "BadRedisURL",
@@ -190,7 +193,8 @@ def async_pool(url: str, **kwargs: Any) -> aioredis.ConnectionPool:
     s = parse_sentinel(url)
     # redis-py's Sentinel classes carry no annotations
     manager = AsyncSentinel(list(s.sentinels), sentinel_kwargs=s.sentinel_kwargs(_socket_kwargs(kwargs)))  # type: ignore[no-untyped-call]
-    return AsyncSentinelPool(s.service, manager, is_master=True, **{**s.node_kwargs(), **kwargs})  # type: ignore[no-untyped-call]
+    conn = sentinel_connections.async_connection_class(s.tls)
+    return AsyncSentinelPool(s.service, manager, is_master=True, connection_class=conn, **{**s.node_kwargs(), **kwargs})  # type: ignore[no-untyped-call]
 
 
 def async_client(url: str, **kwargs: Any) -> aioredis.Redis:
@@ -206,7 +210,10 @@ def sync_client(url: str, **kwargs: Any) -> redis.Redis:
     s = parse_sentinel(url)
     # redis-py's Sentinel classes carry no annotations
     manager = Sentinel(list(s.sentinels), sentinel_kwargs=s.sentinel_kwargs(_socket_kwargs(kwargs)))  # type: ignore[no-untyped-call]
-    pool = SentinelConnectionPool(s.service, manager, is_master=True, **{**s.node_kwargs(), **kwargs})  # type: ignore[no-untyped-call]
+    conn = sentinel_connections.sync_connection_class(s.tls)
+    pool = SentinelConnectionPool(
+        s.service, manager, is_master=True, connection_class=conn, **{**s.node_kwargs(), **kwargs}
+    )  # type: ignore[no-untyped-call]
     return redis.Redis.from_pool(pool)
 
 

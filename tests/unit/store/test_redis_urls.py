@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 import redis
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.asyncio.sentinel import SentinelConnectionPool as AsyncSentinelPool
+from redis.backoff import NoBackoff
 from redis.sentinel import SentinelConnectionPool
 
 from store import redis_urls
@@ -97,3 +99,34 @@ def test_a_sentinel_that_answers_nothing_is_a_connection_error():
     r = redis_urls.sync_client("redis+sentinel://127.0.0.1:1/svc", socket_connect_timeout=0.2)
     with pytest.raises(redis.ConnectionError):
         r.ping()
+
+
+async def test_each_try_at_the_primary_asks_the_sentinels_again():
+    """A connect to the address the sentinels named is tried once: the retry around it asks them
+    again, so a connect begun as the primary died never lands on that machine when it comes back
+    empty (store/sentinel_connections.py)."""
+    seen: list[tuple[str, int]] = []
+    retry = AsyncRetry(NoBackoff(), 3)
+    url = "redis+sentinel://127.0.0.1:1/svc"
+    # the errors store/arq_link.py's retrying_pool retries on, a refused connect (OSError) among them
+    pool = redis_urls.async_pool(url, retry=retry, retry_on_error=[redis.ConnectionError, OSError])
+
+    async def named() -> tuple[str, int]:  # nothing listens on port 1: every try is refused
+        seen.append(("127.0.0.1", 1))
+        return ("127.0.0.1", 1)
+
+    pool.get_master_address = named
+    conn = pool.make_connection()
+    tries: list[int] = []
+    socket_connect = conn._connect
+
+    async def counted() -> None:
+        tries.append(conn.port)
+        await socket_connect()
+
+    conn._connect = counted
+    with pytest.raises(redis.ConnectionError):
+        await conn.connect()
+    # redis-py's own connection would knock 4 times at each address it was given: 16 in all
+    assert (len(seen), len(tries)) == (4, 4)  # an address asked for before each try, one connect each
+    await pool.disconnect()
