@@ -275,6 +275,7 @@ def test_zz_a_follow_up_whose_worker_was_killed_runs_on_the_other(stack: Stack):
     job, follow = first_turn(client, 300)
     holder = stack.record(job).worker
     proc = next(w for w in stack.workers if w.worker_id == holder)
+    wait_free(stack, holder)  # killed while its load still said full, it would be 'fallback_full'
     os.kill(proc.proc.pid, signal.SIGKILL)
     t0 = time.time()
     job2, _ = chat(client, follow)  # its registry entry outlives it by a few seconds
