@@ -7,6 +7,7 @@ line (`CommandError`, printed by `toolq`), not a traceback from inside arq's sta
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,8 @@ def run_worker(overrides: dict[str, Any], *, engine: str = "llama", script: str 
     if engine == "scripted" and settings.model_name is None:
         settings.model_name = "scripted"
     check(settings, engine)
+    if settings.worker_nice:
+        os.nice(settings.worker_nice)  # before the engine's threads and the grammar builder start
     eng = load(settings, engine, script)
     if settings.metrics_port:
         from worker.metrics import serve_metrics

@@ -131,6 +131,11 @@ class WorkerSettings(BaseSettings):
     event_ttl_s: int = Field(default=24 * 3600, ge=1)  # streams and results expire after the end
     stream_maxlen: int = Field(default=10_000, ge=100)
     metrics_port: int | None = None
+    # The worker's CPU niceness, its grammar builder's too (it inherits it). Where a worker shares
+    # cores with a gateway (compose on one machine), a niceness above 0 lets the gateway's loop
+    # (health checks, event streams, admission) run before the next decode step or grammar build;
+    # the worker still gets every cycle the gateway leaves idle. 0: the kernel's default.
+    worker_nice: int = Field(default=0, ge=0, le=19)
     # Per-tenant policy (toolq/tenants.py), JSON; the worker enforces the per-job token cap
     # (job_tokens) for jobs whose record carries none (submitted straight into Redis).
     tenants: Annotated[dict[str, TenantPolicy], NoDecode] = Field(default_factory=dict)

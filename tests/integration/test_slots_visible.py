@@ -4,6 +4,7 @@ runs one generation per slot at once, so several jobs run side by side on one wo
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import redis
@@ -18,8 +19,11 @@ from toolq.wire.protocol import EventType, JobRequest, Message
 
 
 def test_the_fleet_entry_shows_slots_and_engine_rates(redis_url):
-    w = WorkerProcess(redis_url, script=write_rules([("", "ok")]), extra=("--slots", "3")).wait_ready()
+    env = {"TOOLQ_WORKER_NICE": "3"}
+    w = WorkerProcess(redis_url, script=write_rules([("", "ok")]), extra=("--slots", "3"), env=env).wait_ready()
     try:
+        # TOOLQ_WORKER_NICE lowers the worker's CPU priority below the processes beside it
+        assert os.getpriority(os.PRIO_PROCESS, w.proc.pid) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + 3)
         r = redis.Redis.from_url(redis_url)
         info = WorkerInfo.from_hash(r.hgetall(keys.worker(w.worker_id)))
         assert info is not None and info.slots == 3 and info.max_jobs == 3 and info.slots_busy == 0

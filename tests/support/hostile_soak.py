@@ -172,7 +172,10 @@ async def run_soak(
 ) -> SoakReport:
     report = SoakReport()
     worker = WorkerProcess(
-        redis_url, tools=("worker.demo_tools",), env={"TOOLQ_HEARTBEAT_MS": str(HEARTBEAT_MS), "TOOLQ_LEASE_MS": "3000"}
+        redis_url,
+        tools=("worker.demo_tools",),
+        # niced as docker-compose.yml runs it beside the gateway
+        env={"TOOLQ_HEARTBEAT_MS": str(HEARTBEAT_MS), "TOOLQ_LEASE_MS": "3000", "TOOLQ_WORKER_NICE": "5"},
     )
     resource.prlimit(worker.proc.pid, resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
     worker.wait_ready(180)
