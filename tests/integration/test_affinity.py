@@ -138,6 +138,7 @@ def test_follow_ups_go_to_the_worker_that_ran_the_earlier_turn(stack: Stack):
     for i in range(6):
         job, follow = first_turn(client, i)
         ran.add(stack.record(job).worker)
+        wait_free(stack, stack.record(job).worker)  # else placed 'fallback_full' while its load says full
         job2, answer = chat(client, follow)
         assert answer["content"] == "Done."
         rec, earlier = stack.record(job2), stack.record(job)
@@ -225,6 +226,8 @@ def test_a_resumed_pause_goes_back_to_its_worker(stack: Stack):
             time.sleep(0.02)
     paused_on = {job: stack.record(job).worker for job in jobs}
     assert set(paused_on.values()) == {w.worker_id for w in stack.workers}, "both workers ran first attempts"
+    for worker in set(paused_on.values()):
+        wait_free(stack, worker)  # a paused job holds no slot, once its worker's load says so
     for job in jobs:
         call = stack.record(job).required_action.calls[0]
         r = httpx.post(f"{stack.gw.url}/v1/jobs/{job}/tool_results", json=[{"tool_call_id": call.id, "content": "ok"}])
