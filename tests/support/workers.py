@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import time
+from typing import Any
 
 from store import keys
 from tests.support.processes import REPO, ToolqProcess
 
-__all__ = ["REPO", "WorkerProcess", "write_rules"]
+__all__ = ["REPO", "WorkerProcess", "wait_free", "write_rules"]
 
 
 def write_rules(rules: list[tuple[str, str]], token_delay_s: float = 0.0) -> str:
@@ -17,6 +19,20 @@ def write_rules(rules: list[tuple[str, str]], token_delay_s: float = 0.0) -> str
     json.dump({"rules": [{"when": w, "reply": r} for w, r in rules], "token_delay_s": token_delay_s}, f)
     f.close()
     return f.name
+
+
+def wait_free(r: Any, model: str, worker_id: str, timeout: float = 10) -> None:
+    """Until the worker's load shows a free slot (``r``: a sync redis client). The worker writes
+    its load just after a job's terminal or pause event: a job posted in between finds the worker
+    full and is placed elsewhere ('fallback_full'), which is right for that moment but not what a
+    test of a free worker's placement means."""
+    deadline = time.monotonic() + timeout
+    while True:
+        load = r.hget(keys.worker_load(model), worker_id)
+        if load is not None and int(load.split()[0]) < int(load.split()[1]):
+            return
+        assert time.monotonic() < deadline, f"worker {worker_id} stayed full: {load!r}"
+        time.sleep(0.02)
 
 
 class WorkerProcess(ToolqProcess):
