@@ -160,6 +160,7 @@ def create_worker(
             return await run_job(state, job_id, attempt)
         finally:
             state.active -= 1
+            state.finishing.discard(job_id)
             await report_load(state)
 
     async def feed(free: int) -> float | None:

@@ -124,7 +124,8 @@ async def _attempt(state: WorkerState, rec: JobRecord, events: EventLog, started
             running.why_stopped = StopCause.budget_exceeded  # its last round crossed the cap before the watcher looked
         ending = classify(running.why_stopped, outcome, error, on_client_tool=request.on_client_tool)
         timings = _Timings(queue_ms, started_ms)
-        await report_load(state, finishing=1)  # free before its ending is out (worker/load.py)
+        state.finishing.add(job_id)  # free before its ending is out (worker/load.py); app.py's run() ends it
+        await report_load(state)
         result = await _carry_out(ending, state, request, running, events, timings)
     finally:
         budget.cancel()

@@ -56,6 +56,7 @@ class WorkerState:
     max_jobs: int
     running: dict[str, RunningJob] = field(default_factory=dict)
     active: int = 0  # attempts the queue handed over and not yet returned (worker/load.py)
+    finishing: set[str] = field(default_factory=set)  # of those, the jobs writing their ending: counted free
     full_reported: bool | None = None  # what the load in Redis says: full, not full, or unknown (worker/load.py)
     jobs_done: int = 0
     beats: int = 0
