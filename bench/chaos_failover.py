@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 from redis.exceptions import RedisError
 
-from store import keys, redis_urls
+from store import arq_link, keys, redis_urls
 from tests.support.chaos_tools import RUNS_DIR_ENV, ended, wait_for_records
 from tests.support.gateways import GatewayProcess
 from tests.support.processes import ToolqProcess
@@ -258,9 +258,8 @@ async def _where_it_is(r: Any, job_id: str, rec: dict[str, str]) -> str:
         "fair waiting": await r.zscore(keys.fair_waiting(MODEL, tenant), job_id),
         "running": await r.zscore(keys.tenant_running(tenant), job_id),
         "lease": await r.zscore(keys.LEASES, job_id),
-        "arq job key": await r.exists(f"arq:job:{arq_id}"),
-        "in progress": await r.pttl(f"arq:in-progress:{arq_id}"),
-        "arq retry": await r.get(f"arq:retry:{arq_id}"),
+        "arq job key": await r.exists(arq_link.JOB_KEY_PREFIX + arq_id),
+        "in progress": await r.pttl(arq_link.IN_PROGRESS_KEY_PREFIX + arq_id),
         "tenant in fair set": await r.zscore(keys.fair_tenants(MODEL), tenant),
     }
     return "    " + ", ".join(f"{k} {v!r}" for k, v in places.items())

@@ -22,10 +22,10 @@ def write_rules(rules: list[tuple[str, str]], token_delay_s: float = 0.0) -> str
 
 
 def wait_free(r: Any, model: str, worker_id: str, timeout: float = 10) -> None:
-    """Until the worker's load shows a free slot (``r``: a sync redis client). The worker writes
-    its load just after a job's terminal or pause event: a job posted in between finds the worker
-    full and is placed elsewhere ('fallback_full'), which is right for that moment but not what a
-    test of a free worker's placement means."""
+    """Until the worker's load shows a free slot (``r``: a sync redis client). A job posted while
+    the load still says full (a write that came before the worker counted its job as finishing:
+    worker/load.py) is placed elsewhere ('fallback_full'), which is right for that moment but not
+    what a test of a free worker's placement means."""
     deadline = time.monotonic() + timeout
     while True:
         load = r.hget(keys.worker_load(model), worker_id)
