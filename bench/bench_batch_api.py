@@ -5,8 +5,9 @@ same run:
 
 - B's p95 queue wait (its ``queued`` event to its ``started`` event) beside the batch, against B's
   wait on the idle fleet. Target <= 1.25x.
-- The batch's throughput (lines per second, created to completed) against the same lines sent
-  at once as plain jobs to /v1/jobs. Target >= 0.95x.
+- The batch's throughput (lines per second, from ``batches.create`` to the client seeing it
+  ``completed``; the file was uploaded before) against the same lines sent at once as plain jobs
+  to /v1/jobs (from the first job's creation to the last one's end). Target >= 0.95x.
 
 Run: .venv/bin/python bench/bench_batch_api.py [--lines 400] [--b-jobs 30]
 """
@@ -94,12 +95,15 @@ async def plain_jobs(http: httpx.AsyncClient, n: int) -> float:
     return (max(v["finished_ms"] for v in views.values()) - min(v["created_ms"] for v in views.values())) / 1000
 
 
-def batch(c: openai.OpenAI, n: int) -> str:
+def upload(c: openai.OpenAI, n: int) -> str:
     text = "\n".join(
         json.dumps({"custom_id": f"l{i}", "method": "POST", "url": "/v1/chat/completions", "body": body(i)})
         for i in range(n)
     )
-    file_id = c.files.create(file=("in.jsonl", io.BytesIO(text.encode())), purpose="batch").id
+    return c.files.create(file=("in.jsonl", io.BytesIO(text.encode())), purpose="batch").id
+
+
+def create(c: openai.OpenAI, file_id: str) -> str:
     return c.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h").id
 
 
@@ -125,10 +129,11 @@ async def run(a: argparse.Namespace, url: str, rules: str) -> dict[str, float]:
             await b_waits(http, 3, 0.05)  # warm
             quiet = await b_waits(http, a.b_jobs, a.b_gap_s)
             plain_s = await plain_jobs(http, a.lines)
-            t0 = time.monotonic()
-            alone = await asyncio.to_thread(wait_batch, c, batch(c, a.lines))
+            file_id = upload(c, a.lines)
+            t0 = time.monotonic()  # created to completed: the anchor too starts once its jobs are sent
+            alone = await asyncio.to_thread(wait_batch, c, create(c, file_id))
             alone_s = time.monotonic() - t0
-            beside_id = batch(c, a.lines * 3)  # long enough to outlast B's run
+            beside_id = create(c, upload(c, a.lines * 3))  # long enough to outlast B's run
             await asyncio.sleep(1.0)  # the batch fills the fleet first
             loaded = await b_waits(http, a.b_jobs, a.b_gap_s)
             await asyncio.to_thread(c.batches.cancel, beside_id)

@@ -320,9 +320,9 @@ class EventObserver:
         self.model_of = model_of
         self._task: asyncio.Task[None] | None = None
         self.subscribed = asyncio.Event()
-        # set on every job's terminal event: the batch runner refills a freed slot at once, not
-        # a tick later (gateway/openai/batches/runner.py)
-        self.job_ended = asyncio.Event()
+        # set on every job's terminal event (the batch runner refills a freed slot at once, not
+        # a tick later) and on a batch's creation here (gateway/openai/batches/runner.py)
+        self.batch_wake = asyncio.Event()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="toolq-event-observer")
@@ -362,7 +362,7 @@ class EventObserver:
         if not isinstance(ev, dict):
             return
         if ev.get("type") in _TERMINAL:
-            self.job_ended.set()
+            self.batch_wake.set()
         model = None
         if self.metrics.needs_model(ev):
             try:

@@ -70,8 +70,10 @@ async def enqueue(
     *,
     idempotency_key: str | None = None,
     default_webhook: bool = True,
+    spare: bool = False,
 ) -> Submitted:
-    """Check and enqueue a job. Raises the ToolqError of a refusal (caps, unknown model or tool,
+    """Check and enqueue a job; ``spare``: a batch line, which only a free engine slot takes
+    (store/lua/dispatch.lua). Raises the ToolqError of a refusal (caps, unknown model or tool,
     no worker, QueueFull with Retry-After).
 
     A retry of a submit that already went through gets its job back (``created`` False), whatever
@@ -81,7 +83,7 @@ async def enqueue(
     Traced as the ``submit`` span (under the caller's ``traceparent``, gateway/tracing.py), whose
     context the job's record keeps for the worker's spans."""
     with span("submit", kind=entry_kind(), attributes={genai.TENANT: tenant}) as s:
-        submitted = await _enqueue(state, request, tenant, idempotency_key, default_webhook)
+        submitted = await _enqueue(state, request, tenant, idempotency_key, default_webhook, spare)
         if s.is_recording():
             s.set_attributes({genai.JOB_ID: submitted.job_id, "toolq.created": submitted.created})
             if submitted.model:
@@ -90,7 +92,12 @@ async def enqueue(
 
 
 async def _enqueue(
-    state: GatewayState, request: JobRequest, tenant: str, idempotency_key: str | None, default_webhook: bool
+    state: GatewayState,
+    request: JobRequest,
+    tenant: str,
+    idempotency_key: str | None,
+    default_webhook: bool,
+    spare: bool,
 ) -> Submitted:
     refusal: ToolqError | None = None
     model: str | None = None
@@ -113,6 +120,7 @@ async def _enqueue(
             tracestate=trace.tracestate if trace else None,
             prefer=await _holder(state, request, model),
             unserved_waiting=await _unserved_waiting(state, model),
+            spare=spare,
         )
     except QueueAtLimit as e:
         raise queue_full(e, tenant, state) from None

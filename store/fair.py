@@ -71,6 +71,7 @@ class Round:
 
     chosen: list[Dispatched]
     held_until_ms: int = 0
+    spare_left: bool = False  # a batch line waited for a free engine slot: look again when a job ends
 
 
 class FairQueue:
@@ -82,9 +83,11 @@ class FairQueue:
         """Choose up to ``want`` jobs of the model fairly and put them on its arq queue."""
         return (await self.dispatch_for(model, want, worker="")).chosen
 
-    async def dispatch_for(self, model: str, want: int, *, worker: str) -> Round:
+    async def dispatch_for(self, model: str, want: int, *, worker: str, slots_free: int | None = None) -> Round:
         """``dispatch`` for one asking worker (its id; '' none): jobs offered first to it come
-        to it, jobs offered to another live worker wait for that worker (store/affinity.py)."""
+        to it, jobs offered to another live worker wait for that worker (store/affinity.py).
+        ``slots_free``: the worker's free engine slots, the most batch lines (``spare`` jobs) it
+        takes; the rest of ``want`` is its interactive reserve (None: all of ``want``)."""
         if want <= 0:
             return Round([])
         flat = await self._dispatch(
@@ -108,9 +111,10 @@ class FairQueue:
             worker_prefix=keys.WORKER_PREFIX,
             worker_wake_prefix=keys.worker_wake(model, ""),
             wake_backlog=arq_link.WAKE_BACKLOG,
+            slots_free=want if slots_free is None else slots_free,
             **arq_link.stored_job_args(),
         )
-        held_until, flat = int(flat[0]), flat[1:]
+        held_until, spare_left, flat = int(flat[0]), int(flat[1]) == 1, flat[2:]
         chosen = [
             Dispatched(
                 flat[i].decode(), flat[i + 1].decode(), int(flat[i + 2]), int(flat[i + 3]) == 1, flat[i + 4].decode()
@@ -120,7 +124,7 @@ class FairQueue:
         for d in chosen:
             if not d.queued:  # waited past the stored arq job's lifetime: enqueue it afresh
                 await arq_link.enqueue_attempt(self.redis, d.job_id, model, d.attempt)
-        return Round(chosen, held_until)
+        return Round(chosen, held_until, spare_left)
 
     async def waiting(self, model: str) -> dict[str, int]:
         """Jobs waiting for a fair turn, per tenant."""
@@ -132,6 +136,16 @@ class FairQueue:
                 pipe.zcard(keys.fair_waiting(model, t))
             counts = await pipe.execute()
         return {t: int(n) for t, n in zip(tenants, counts, strict=True) if n}
+
+    async def nudge(self, model: str, worker: str) -> None:
+        """Wake ``worker`` from its wait for work: a slot of its freed while a batch line waited
+        for one (``Round.spare_left``), and a worker with its reserve free waits for a wake."""
+        own = keys.worker_wake(model, worker)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.lpush(own, "slot")
+            pipe.ltrim(own, 0, arq_link.WAKE_BACKLOG - 1)
+            pipe.pexpire(own, 60_000)
+            await pipe.execute()
 
     async def started(self) -> dict[str, int]:
         """Jobs dispatched so far, per tenant (every model)."""

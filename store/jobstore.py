@@ -208,6 +208,7 @@ class JobStore:
         tracestate: str | None = None,
         prefer: str | None = None,
         unserved_waiting: int | None = None,
+        spare: bool = False,
     ) -> tuple[str, bool]:
         """Record, announce (``queued``) and enqueue a job, in one script. Returns (job id, created).
 
@@ -226,7 +227,9 @@ class JobStore:
         record. ``prefer`` names the worker the
         job is offered to first (store/affinity.py), for ``affinity_wait_ms``.
         ``unserved_waiting``: the model is declared and no worker serves it yet; the ``queued``
-        event says so, with this many jobs waiting.
+        event says so, with this many jobs waiting. ``spare``: a job of spare capacity (a batch
+        line), which the fair choice gives only to a worker's free engine slot, never to its
+        interactive reserve (store/lua/dispatch.lua).
         """
         key = idempotency_key or request.idempotency_key
         policy = policy or (self.bounds.policy(tenant) if self.bounds.tenants else None)
@@ -279,6 +282,7 @@ class JobStore:
             worker_wake_prefix=keys.worker_wake(model or "", ""),
             **budget_holds.script_args(request, policy),
             **byte_quota.script_args(self.bounds.byte_quota(tenant)),
+            spare=spare,
         )
         if code == -2:
             raise NotSubmitted("the idempotency key names no job")
@@ -585,6 +589,17 @@ class JobStore:
 
     async def request(self, job_id: str) -> JobRequest:
         return (await self.record(job_id)).request
+
+    async def ended(self, job_ids: list[str]) -> dict[str, bool]:
+        """Whether each job has ended, one field of each in one round trip; a job whose record is
+        gone is left out (its caller reads it and finds it missing)."""
+        if not job_ids:
+            return {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in job_ids:
+                pipe.hmget(keys.job(job_id), "terminal", "status")
+            flags = await pipe.execute()
+        return {j: terminal == b"1" for j, (terminal, status) in zip(job_ids, flags, strict=True) if status is not None}
 
     async def status(self, job_id: str) -> JobStatus:
         raw = await self.redis.hget(keys.job(job_id), "status")

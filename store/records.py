@@ -93,6 +93,7 @@ SCRIPT_ONLY = (
     "th_priority",  # the run's priority within its tenant, for that turn
     "th_prefer_wait",  # how long the run is left to the worker that ran the thread's last run
     "th_worker_wake",  # that worker's own wake list's prefix (thread_turns.lua: thread_start)
+    "spare",  # '1': a batch line, which dispatch.lua gives only to a free engine slot (submit.lua)
 )
 
 

@@ -88,7 +88,8 @@ def create_worker(
     """A worker for this model's queue; ``worker.run()`` serves it until SIGTERM."""
     model = settings.model_name or engine.name
     worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
-    holder: dict[str, Any] = {}  # "state": WorkerState; "mcp": McpSource when MCP servers are named
+    # "state": WorkerState; "worker": the pickup (WakeableWorker); "mcp": McpSource when MCP servers are named
+    holder: dict[str, Any] = {}
     # One job per slot (a job that runs its tools leaves its slot to another job meanwhile), and
     # the interactive reserve: jobs beyond the slots that batch lines never fill.
     slots = engine.stats().slots
@@ -125,8 +126,9 @@ def create_worker(
             held=HeldConversations(engine_holdings(engine.stats()).capacity),
         )
         holder["state"] = state
+        state.free_early = holder["worker"].free_early
         if settings.fair_share:
-            holder["fair"] = FairQueue(redis)
+            holder["fair"] = state.fair = FairQueue(redis)
         await report_load(state, force=True)
         state.background.append(asyncio.create_task(heartbeat(state)))
         state.background.append(asyncio.create_task(watch_cancels(state)))
@@ -167,13 +169,18 @@ def create_worker(
         fair = holder.get("fair")
         if fair is None:
             return None
-        done = await fair.dispatch_for(model, free, worker=worker_id)
+        state: WorkerState = holder["state"]
+        # the slots the engine has free: batch lines take only these, never the reserve beyond
+        # them (the pickup counts a job writing its ending free already: WakeableWorker.free_early)
+        slots_free = max(0, slots - (max_jobs - free))
+        done = await fair.dispatch_for(model, free, worker=worker_id, slots_free=slots_free)
+        state.line_waits = done.spare_left
         if not done.held_until_ms:
             return None
         # a job left to another worker: look again when its wait ends (Redis's clock; a few ms of skew)
         return max(0.0, done.held_until_ms / 1000 - time.time()) + 0.005
 
-    return make_worker(
+    worker = holder["worker"] = make_worker(
         model=model,
         worker_id=worker_id,
         redis_url=settings.redis_url,
@@ -188,3 +195,4 @@ def create_worker(
         handle_signals=handle_signals,
         feed=feed,
     )
+    return worker

@@ -39,7 +39,7 @@ from worker.conversation import LoopOutcome, LoopState
 from worker.endings import Cancelled, Ending, Failed, Finished, HandedBack, Paused, StopCause, classify
 from worker.events import EventLog
 from worker.generation import CALLER
-from worker.load import report_load
+from worker.load import slot_freed
 from worker.state import RunningJob, WorkerState
 
 log = structlog.get_logger("toolq.worker")
@@ -125,7 +125,7 @@ async def _attempt(state: WorkerState, rec: JobRecord, events: EventLog, started
         ending = classify(running.why_stopped, outcome, error, on_client_tool=request.on_client_tool)
         timings = _Timings(queue_ms, started_ms)
         state.finishing.add(job_id)  # free before its ending is out (worker/load.py); app.py's run() ends it
-        await report_load(state)
+        await slot_freed(state, job_id)
         result = await _carry_out(ending, state, request, running, events, timings)
     finally:
         budget.cancel()

@@ -5,7 +5,11 @@ part of what affinity cost a job in bench/bench_capacity.py); the heartbeat writ
 which mends a write a Redis outage lost. A job about to publish its ending counts as ended: its
 caller's next request may arrive the moment the ending is out, and must not find this worker
 still counted full. So it stays free in every write until the queue has it back, the heartbeat's
-too, or a beat between the two would write the worker full again just before the ending goes out."""
+too, or a beat between the two would write the worker full again just before the ending goes out.
+
+The same moment frees an engine slot, which a batch line may be waiting for (store/lua/dispatch.lua
+gives lines only free slots, never the interactive reserve): a worker whose reserve is free waits
+for a wake, not for its own jobs to end, so ``slot_freed`` wakes it when its last look left a line."""
 
 from __future__ import annotations
 
@@ -26,3 +30,15 @@ async def report_load(state: WorkerState, *, force: bool = False) -> None:
     with suppress(RedisError):
         await affinity.report_load(state.store.redis, state.model, state.worker_id, running, state.max_jobs)
         state.full_reported = full
+
+
+async def slot_freed(state: WorkerState, job_id: str) -> None:
+    """A job of this worker is writing its ending: its slot counts free from now on, in its load
+    and in the pickup's count of the jobs it holds."""
+    if state.free_early is not None:
+        state.free_early(job_id)
+    await report_load(state)
+    if state.line_waits and state.fair is not None:
+        state.line_waits = False
+        with suppress(RedisError):
+            await state.fair.nudge(state.model, state.worker_id)

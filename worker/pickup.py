@@ -11,6 +11,7 @@ tests/integration/test_arq_contract.py.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -70,6 +71,8 @@ class WakeableWorker(Worker):
         self._taker: arq_link.JobTaker | None = None  # registered on first use
         self._taken = 0  # jobs start_jobs took in this look at the queue
         self._woken = False  # this look was woken by a wake token (BLPOP)
+        self._freed: set[str] = set()  # arq ids of jobs counted free while they write their ending
+        self._place_freed = asyncio.Event()  # a full worker's wait ends when a place frees
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs in one round trip: take the jobs no worker has in progress (the same
@@ -93,8 +96,24 @@ class WakeableWorker(Worker):
             await self.sem.acquire()  # free: job_counter was below max_jobs for each of them
             self.job_counter += 1
             task = self.loop.create_task(self.run_job(job_id, score))
-            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            task.add_done_callback(functools.partial(self._done, job_id))
             self.tasks[job_id] = task
+
+    def free_early(self, job_id: str) -> None:
+        """The job is writing its ending: its place counts free from now on, as in its load
+        (worker/load.py), so the next look may take a job into it before arq has finished it."""
+        prefix = job_id + ":"  # one attempt of a job runs here at a time (store/arq_link.py arq_job_id)
+        for arq_id, task in self.tasks.items():
+            if arq_id.startswith(prefix) and arq_id not in self._freed and not task.done():
+                self._freed.add(arq_id)
+                self._release_sem_dec_counter_on_complete()
+                self._place_freed.set()
+
+    def _done(self, arq_id: str, _task: asyncio.Task[Any]) -> None:
+        if arq_id in self._freed:
+            self._freed.discard(arq_id)  # counted free already
+        else:
+            self._release_sem_dec_counter_on_complete()
 
     async def _poll_iteration(self) -> None:
         # arq's poll() sleeps whatever is left of poll_delay after each iteration, so a wake
@@ -131,7 +150,8 @@ class WakeableWorker(Worker):
             await cast("Awaitable[bool]", self.pool.ltrim(self.wake_key, 0, -spent - 1))
 
     async def _wait_for_work(self, timeout: float) -> None:
-        """Block until a job may be waiting: a wake token when idle, a finished job when busy."""
+        """Block until a job may be waiting: a wake token when a place is free, else a place
+        freeing (a job finished, or writing its ending: ``free_early``)."""
         if self.job_counter < self.max_jobs:
             try:
                 # redis-py types each command for both clients (a result or an awaitable); BLPOP takes
@@ -142,9 +162,14 @@ class WakeableWorker(Worker):
             except (RedisError, OSError):
                 await asyncio.sleep(timeout)
         else:
+            self._place_freed.clear()  # no await since the count was read: a later free sets it
             busy = [t for t in self.tasks.values() if not t.done()]
             if busy:
-                await asyncio.wait(busy, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                freed = asyncio.ensure_future(self._place_freed.wait())
+                try:
+                    await asyncio.wait([*busy, freed], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    freed.cancel()
             else:
                 await asyncio.sleep(min(timeout, 0.01))
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from store.arq_link import StalledPickups
+from store.fair import FairQueue
 from store.jobstore import JobStore
 from store.leases import Leases
 from toolq.tools import ToolRegistry
@@ -57,6 +59,9 @@ class WorkerState:
     running: dict[str, RunningJob] = field(default_factory=dict)
     active: int = 0  # attempts the queue handed over and not yet returned (worker/load.py)
     finishing: set[str] = field(default_factory=set)  # of those, the jobs writing their ending: counted free
+    fair: FairQueue | None = None  # fair share on: the choice of the next jobs (store/fair.py)
+    free_early: Callable[[str], None] | None = None  # the pickup counts a job free (worker/pickup.py)
+    line_waits: bool = False  # its last look left a batch line for want of a free slot (worker/load.py)
     full_reported: bool | None = None  # what the load in Redis says: full, not full, or unknown (worker/load.py)
     jobs_done: int = 0
     beats: int = 0

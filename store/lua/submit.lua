@@ -82,6 +82,8 @@
 -- ARGV[35] budget_ceiling    the tokens the job reserves (store/budget_holds.py); '' no budget
 -- ARGV[36] bytes_prefix      store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: the record's bytes)
 -- ARGV[37] store_bytes       the bytes the tenant may keep in Redis; '' no quota
+-- ARGV[38] spare             1: a job of spare capacity (a batch line), which dispatch.lua gives only
+--                            to a free engine slot, never to a worker's interactive reserve
 --
 -- Returns {1, job id} created, {0, job id} the job the key already names, {-2, ''} no model was
 -- given and the key names no job, admit.lua's refusal {code, count, limit, tenants}, or
@@ -110,6 +112,7 @@ if webhook ~= '' then redis.call('HSET', job, 'webhook', webhook) end
 index_job(tenant_jobs, all_jobs, job_id, created_ms, index_keep)
 if traceparent ~= '' then redis.call('HSET', job, 'traceparent', traceparent) end
 if tracestate ~= '' then redis.call('HSET', job, 'tracestate', tracestate) end
+if spare == '1' then redis.call('HSET', job, 'spare', 1) end
 local ev = head .. '1' .. tail
 redis.call('XADD', log, 'MAXLEN', '~', maxlen, '1-0', 'e', ev)
 redis.call('PUBLISH', job_channel, ev)

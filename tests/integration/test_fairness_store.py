@@ -95,6 +95,26 @@ async def test_emptying_and_refilling_gains_nothing(store):
     assert Counter(order) == {"a": 20, "b": 20}
 
 
+async def test_a_batch_line_takes_only_a_free_engine_slot(store):
+    """A ``spare`` job (a batch line) is never given to a worker's interactive reserve: with no
+    free slot it waits, its tenant keeps its pass, and the worker is told a line waits; another
+    tenant's job behind it is taken into the reserve at once."""
+    fair = FairQueue(store.redis)
+    line, _ = await store.submit(req(), model=MODEL, tenant="a", spare=True)
+    full = await fair.dispatch_for(MODEL, 1, worker="w1", slots_free=0)
+    assert (full.chosen, full.spare_left) == ([], True)
+    assert await fair.waiting(MODEL) == {"a": 1}
+    [interactive] = await submit_many(store, "b", 1)
+    taken = await fair.dispatch_for(MODEL, 1, worker="w1", slots_free=0)
+    assert [d.job_id for d in taken.chosen] == [interactive]
+    # a free slot takes the line, and one slot takes one line of two, however many are wanted
+    second, _ = await store.submit(req(), model=MODEL, tenant="a", spare=True)
+    one = await fair.dispatch_for(MODEL, 2, worker="w1", slots_free=1)
+    assert ([d.job_id for d in one.chosen], one.spare_left) == ([line], True)
+    rest = await fair.dispatch_for(MODEL, 1, worker="w1", slots_free=1)
+    assert ([d.job_id for d in rest.chosen], rest.spare_left) == ([second], False)
+
+
 async def test_priority_orders_a_tenants_own_jobs(store):
     fair = FairQueue(store.redis)
     low = await submit_many(store, "a", 2, priority=0)

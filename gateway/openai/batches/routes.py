@@ -86,6 +86,8 @@ async def create_batch(body: BatchCreate, tenant: Tenant, state: State) -> dict[
     )
     if errors:
         await announce_end(state, batch_id, tenant)
+    else:
+        state.observer.batch_wake.set()  # this gateway's runner takes it now, not a tick later
     view = await state.batches.view(batch_id, tenant)
     assert view is not None
     return view

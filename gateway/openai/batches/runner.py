@@ -11,8 +11,9 @@ Each tick, for each batch it holds:
 3. **Feed**: lines join the queue only into room the interactive tenants leave: while no other
    tenant's job of the model waits in the queue, up to its workers' engine slots (less one per
    worker while interactive work was seen lately, unless the worker takes an interactive reserve
-   of jobs beyond its slots, which lines never fill), refilled as each line's job ends, and never
-   more than ``max_in_flight`` of one batch. So a
+   of jobs beyond its slots, which lines never fill), with one more line per such worker waiting
+   for its next free slot, refilled as each line's job ends, and never more than
+   ``max_in_flight`` of one batch. So a
    50,000-line file is never 50,000 queued jobs, and an interactive job never waits behind a
    batch's backlog. A line's job is its tenant's, charged to its budgets and counted in its fair
    share like any other; a full queue or a spent budget makes the line wait, not fail.
@@ -74,10 +75,10 @@ class BatchRunner:
                 await self._task
 
     async def _loop(self) -> None:
-        ended = self.state.observer.job_ended
+        wake = self.state.observer.batch_wake
         while True:
             moved = False
-            ended.clear()  # a job that ends from here on wakes the next tick
+            wake.clear()  # a job that ends (or a batch created here) from now on wakes the next tick
             try:
                 for batch_id in await self.batches.active():
                     if await self.batches.take_lease(batch_id, self.holder, self.settings.lease_ms):
@@ -87,13 +88,14 @@ class BatchRunner:
             except Exception:  # Redis away, say: the batch's state is in Redis; try again next tick
                 log.exception("batch runner tick failed")
             # a tick that answered or fed lines goes again at once (room may have freed meanwhile);
-            # else the next tick comes when a job ends (a line's slot is free) or after tick_s
+            # else the next tick comes when a job ends (a line's slot is free), a batch is created
+            # here, or after tick_s
             if moved:
                 await asyncio.sleep(0.01)
             else:
                 # asyncio.wait, not wait_for: 3.11's wait_for can swallow a cancel that comes as
                 # the event is set, and stop() then waits for ever
-                woken = asyncio.ensure_future(ended.wait())
+                woken = asyncio.ensure_future(wake.wait())
                 try:
                     await asyncio.wait({woken}, timeout=self.settings.tick_s)
                 finally:
@@ -122,7 +124,12 @@ class BatchRunner:
     async def _collect(self, batch_id: str, endpoint: str) -> bool:
         """Answer the lines whose jobs ended; whether there were any."""
         moved = False
-        for index, job_id in (await self.batches.in_flight(batch_id)).items():
+        in_flight = await self.batches.in_flight(batch_id)
+        # one field of each first (one round trip), the whole record only of a job that ended
+        ended = await self.state.store.ended(list(in_flight.values()))
+        for index, job_id in in_flight.items():
+            if ended.get(job_id) is False:
+                continue  # still running
             line = await self._line(batch_id, index)
             try:
                 job = await self.state.store.record(job_id)
@@ -145,12 +152,15 @@ class BatchRunner:
         """How many more lines may join the queue of ``model`` now: none while a job of another
         tenant waits in the queue, else up to its workers' engine slots, less the lines in flight.
         A worker may take ``TOOLQ_INTERACTIVE_RESERVE`` jobs beyond its slots (its ``max_jobs``),
-        which lines never fill, so an interactive job is picked at once; a worker without one
-        keeps ``headroom_slots`` free while other work was seen lately. Nothing is queued ahead
-        of the slots: a worker with its reserve free would take a queued line into it. A slot a
-        line frees is refilled on the job's end event (``EventObserver.job_ended``), not a tick
-        later. Only live figures count here (the queue, this batch's lines); a worker's busy
-        count is as old as its last heartbeat."""
+        which lines never fill (a line is a ``spare`` job: store/lua/dispatch.lua gives it only a
+        free engine slot), so an interactive job is picked at once; a worker without one keeps
+        ``headroom_slots`` free while other work was seen lately. With fair share, one line more
+        per worker with a reserve waits for a fair turn, so a slot a line frees is filled by the
+        worker itself the moment the line ends (worker/load.py ``slot_freed``), not after the end
+        event's trip through this runner and back; without a reserve such a line would fill the
+        headroom, so none waits. The slots are refilled on the job's end event
+        (``EventObserver.batch_wake``), not a tick later. Only live figures count here (the queue,
+        this batch's lines); a worker's busy count is as old as its last heartbeat."""
         workers = (await self.state.fleet.get()).workers_of(model)
         busy = sum(w.busy for w in workers)
         waiting = await self._waiting(model, busy) if workers else {}
@@ -164,6 +174,8 @@ class BatchRunner:
         keep = self.settings.headroom_slots if recent else 0
         # a worker with a reserve (max_jobs beyond its slots) needs no slot held back
         lanes = sum(max(0, min(w.slots, w.max_jobs) - (keep if w.max_jobs <= w.slots else 0)) for w in workers)
+        if self.state.store.fair:
+            lanes += sum(1 for w in workers if w.max_jobs > w.slots)  # the line waiting for each one's next slot
         return max(0, min(lanes - in_flight, self.settings.max_in_flight - in_flight))
 
     async def _waiting(self, model: str, busy: int) -> dict[str, int]:
@@ -190,7 +202,9 @@ class BatchRunner:
                 job = line_job(endpoint, line.body)
                 job = job.model_copy(update={"metadata": {**job.metadata, "toolq_batch": batch_id}, "priority": 0})
                 key = f"batch:{batch_id}:{index}"
-                submitted = await enqueue(self.state, job, tenant, idempotency_key=key, default_webhook=False)
+                submitted = await enqueue(
+                    self.state, job, tenant, idempotency_key=key, default_webhook=False, spare=True
+                )
             except (QueueFull, BudgetExhausted, StoreQuotaExceeded):
                 # the line waits for room, its tenant's next window, or its finished jobs' records
                 # to expire (store/byte_quota.py); past the batch's window it expires
