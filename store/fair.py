@@ -71,7 +71,8 @@ class Round:
 
     chosen: list[Dispatched]
     held_until_ms: int = 0
-    spare_left: bool = False  # a batch line waited for a free engine slot: look again when a job ends
+    lines_taken: int = 0  # of the jobs chosen, batch lines (their wake tokens are on the lines' list)
+    spare_left: bool = False  # a batch line waits for a free engine slot
 
 
 class FairQueue:
@@ -114,7 +115,7 @@ class FairQueue:
             slots_free=want if slots_free is None else slots_free,
             **arq_link.stored_job_args(),
         )
-        held_until, spare_left, flat = int(flat[0]), int(flat[1]) == 1, flat[2:]
+        held_until, lines_taken, spare_left, flat = int(flat[0]), int(flat[1]), int(flat[2]) == 1, flat[3:]
         chosen = [
             Dispatched(
                 flat[i].decode(), flat[i + 1].decode(), int(flat[i + 2]), int(flat[i + 3]) == 1, flat[i + 4].decode()
@@ -124,7 +125,7 @@ class FairQueue:
         for d in chosen:
             if not d.queued:  # waited past the stored arq job's lifetime: enqueue it afresh
                 await arq_link.enqueue_attempt(self.redis, d.job_id, model, d.attempt)
-        return Round(chosen, held_until, spare_left)
+        return Round(chosen, held_until, lines_taken, spare_left)
 
     async def waiting(self, model: str) -> dict[str, int]:
         """Jobs waiting for a fair turn, per tenant."""
@@ -138,8 +139,9 @@ class FairQueue:
         return {t: int(n) for t, n in zip(tenants, counts, strict=True) if n}
 
     async def nudge(self, model: str, worker: str) -> None:
-        """Wake ``worker`` from its wait for work: a slot of its freed while a batch line waited
-        for one (``Round.spare_left``), and a worker with its reserve free waits for a wake."""
+        """Wake ``worker`` from its wait for work: a slot of its freed while batch lines were
+        coming (``Round.lines_taken``, ``Round.spare_left``), and a worker with its reserve free
+        waits for a wake."""
         own = keys.worker_wake(model, worker)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.lpush(own, "slot")

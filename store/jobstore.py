@@ -251,6 +251,7 @@ class JobStore:
             all_channel=keys.EVENTS_ALL,
             idempotency=keys.idempotency(tenant, key or "-"),
             wake=keys.wake(model or ""),
+            spare_wake=keys.spare_wake(model or ""),
             job_id=job_id,
             request=request.model_dump_json(),
             model=model,

@@ -46,6 +46,12 @@ def wake(model: str) -> str:
     return f"{PREFIX}:wake:{model}"
 
 
+def spare_wake(model: str) -> str:
+    """The wake list of batch lines (spare jobs): read only by workers with a free engine slot,
+    since a line takes nothing else (store/lua/dispatch.lua)."""
+    return f"{PREFIX}:wake-spare:{model}"
+
+
 # Sorted set: running job id -> lease deadline (unix ms). An expired lease means a lost worker.
 LEASES = f"{PREFIX}:leases"
 

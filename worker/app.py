@@ -44,7 +44,7 @@ from worker.heartbeat import deregister, heartbeat
 from worker.held import HeldConversations, engine_holdings
 from worker.jobrun import run_job
 from worker.load import report_load
-from worker.pickup import WakeableWorker, make_worker
+from worker.pickup import Fed, WakeableWorker, make_worker
 from worker.settings import WorkerSettings
 from worker.sources.registry import RegistrySource
 from worker.sources.services import ServiceSource
@@ -165,20 +165,21 @@ def create_worker(
             state.finishing.discard(job_id)
             await report_load(state)
 
-    async def feed(free: int) -> float | None:
+    async def feed(free: int) -> Fed:
         fair = holder.get("fair")
         if fair is None:
-            return None
+            return Fed()
         state: WorkerState = holder["state"]
         # the slots the engine has free: batch lines take only these, never the reserve beyond
         # them (the pickup counts a job writing its ending free already: WakeableWorker.free_early)
         slots_free = max(0, slots - (max_jobs - free))
         done = await fair.dispatch_for(model, free, worker=worker_id, slots_free=slots_free)
-        state.line_waits = done.spare_left
+        if done.lines_taken or done.spare_left:
+            state.lines_seen_s = time.monotonic()
         if not done.held_until_ms:
-            return None
+            return Fed(lines=done.lines_taken)
         # a job left to another worker: look again when its wait ends (Redis's clock; a few ms of skew)
-        return max(0.0, done.held_until_ms / 1000 - time.time()) + 0.005
+        return Fed(max(0.0, done.held_until_ms / 1000 - time.time()) + 0.005, done.lines_taken)
 
     worker = holder["worker"] = make_worker(
         model=model,
@@ -194,5 +195,6 @@ def create_worker(
         shutdown_grace_s=settings.shutdown_grace_s,
         handle_signals=handle_signals,
         feed=feed,
+        slots=slots,
     )
     return worker

@@ -8,16 +8,22 @@ still counted full. So it stays free in every write until the queue has it back,
 too, or a beat between the two would write the worker full again just before the ending goes out.
 
 The same moment frees an engine slot, which a batch line may be waiting for (store/lua/dispatch.lua
-gives lines only free slots, never the interactive reserve): a worker whose reserve is free waits
-for a wake, not for its own jobs to end, so ``slot_freed`` wakes it when its last look left a line."""
+gives lines only free slots, never the interactive reserve). A worker whose reserve is free waits
+for a wake, not for its own jobs to end, and while every slot runs it does not read the lines'
+wake list (worker/pickup.py), so ``slot_freed`` wakes it while its looks saw lines lately: a line
+waiting then is taken the moment the slot frees. Lines feed in after each end, so "lately" is a
+while, not the last look, which may have taken the last line before the next one came."""
 
 from __future__ import annotations
 
+import time
 from contextlib import suppress
 
 from store import affinity
 from store.errors import RedisError
 from worker.state import WorkerState
+
+LINES_HOLD_S = 1.0  # a worker whose looks saw a batch line this recently wakes itself as a slot frees
 
 
 async def report_load(state: WorkerState, *, force: bool = False) -> None:
@@ -38,7 +44,6 @@ async def slot_freed(state: WorkerState, job_id: str) -> None:
     if state.free_early is not None:
         state.free_early(job_id)
     await report_load(state)
-    if state.line_waits and state.fair is not None:
-        state.line_waits = False
+    if state.fair is not None and time.monotonic() - state.lines_seen_s < LINES_HOLD_S:
         with suppress(RedisError):
             await state.fair.nudge(state.model, state.worker_id)

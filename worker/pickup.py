@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import structlog
@@ -38,16 +39,28 @@ def arq_client(url: str, **kwargs: Any) -> ArqRedis:
 
 
 JobHandler = Callable[[str, int], Awaitable[str]]
-# Given the free slots, puts fairly chosen jobs on the queue; may return the seconds until it
-# should be asked again (a job left to another worker stops waiting for it then).
-Feeder = Callable[[int], Awaitable[float | None]]
+
+
+@dataclass(frozen=True)
+class Fed:
+    """What a feed put on the queue: ``again``, the seconds until it should be asked again (a job
+    left to another worker stops waiting for it then), None none; ``lines``, how many of the
+    jobs are batch lines, whose wake tokens are on the lines' own list."""
+
+    again: float | None = None
+    lines: int = 0
+
+
+# Given the free slots, puts fairly chosen jobs on the queue.
+Feeder = Callable[[int], Awaitable[Fed]]
 
 
 class WakeableWorker(Worker):
     """arq's Worker, woken by enqueuers instead of sleeping a poll, and riding out Redis outages.
 
     ``wake_key`` None polls as plain arq does (the benchmarks compare the two); ``own_wake_key``
-    is this worker's own list, pushed when a job is offered to it first. ``feed``, given the free
+    is this worker's own list, pushed when a job is offered to it first; ``spare_wake_key`` is
+    the batch lines' list, read only while fewer than ``slots`` jobs run here. ``feed``, given the free
     slots, puts the jobs due next on the queue before each look at it (fair share); ``worker_id``
     and ``reserved_key`` let the pickup honour affinity's reservations (store/affinity.py).
     """
@@ -57,6 +70,8 @@ class WakeableWorker(Worker):
         *args: Any,
         wake_key: str | None = None,
         own_wake_key: str | None = None,
+        spare_wake_key: str | None = None,
+        slots: int | None = None,
         feed: Feeder | None = None,
         worker_id: str,
         reserved_key: str,
@@ -65,12 +80,15 @@ class WakeableWorker(Worker):
         super().__init__(*args, **kwargs)
         self.wake_key = wake_key
         self.own_wake_key = own_wake_key
+        self.spare_wake_key = spare_wake_key  # batch lines' tokens: read while an engine slot is free
+        self.slots = slots if slots is not None else self.max_jobs
         self.feed = feed
         self.worker_id = worker_id
         self.reserved_key = reserved_key
         self._taker: arq_link.JobTaker | None = None  # registered on first use
         self._taken = 0  # jobs start_jobs took in this look at the queue
-        self._woken = False  # this look was woken by a wake token (BLPOP)
+        self._woken: str | None = None  # the list whose wake token woke this look (BLPOP)
+        self._lines = 0  # of the jobs put on the queue for this look, batch lines
         self._freed: set[str] = set()  # arq ids of jobs counted free while they write their ending
         self._place_freed = asyncio.Event()  # a full worker's wait ends when a place frees
 
@@ -121,11 +139,12 @@ class WakeableWorker(Worker):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.poll_delay_s
         while True:
-            self._taken = 0
+            self._taken = self._lines = 0
             again: float | None = None
             try:
                 if self.feed is not None and self.allow_pick_jobs and self.job_counter < self.max_jobs:
-                    again = await self.feed(self.max_jobs - self.job_counter)
+                    fed = await self.feed(self.max_jobs - self.job_counter)
+                    again, self._lines = fed.again, fed.lines
                 await super()._poll_iteration()
                 await self._drop_spent_tokens()
             except (RedisError, OSError) as e:
@@ -141,13 +160,18 @@ class WakeableWorker(Worker):
         """Every enqueue pushes one wake token, so a look that took n jobs leaves behind the
         tokens of the jobs it took (n, less the one that woke it): drop that many of the oldest,
         or each would wake a worker for a look at a queue that no longer holds its job (a wake
-        list read, a dispatch and a queue read each). A token dropped in error costs at most a
-        poll delay: the loop looks again every ``poll_delay``."""
-        spent = self._taken - (1 if self._woken else 0)
-        self._woken = False
-        if spent > 0 and self.wake_key is not None:
-            # redis-py types each command for both clients (a result or an awaitable)
-            await cast("Awaitable[bool]", self.pool.ltrim(self.wake_key, 0, -spent - 1))
+        list read, a dispatch and a queue read each); batch lines' from their own list, the
+        others' from the model's. A token dropped in error costs at most a poll delay: the loop
+        looks again every ``poll_delay``."""
+        lines = min(self._lines, self._taken)
+        spent: dict[str | None, int] = {self.wake_key: self._taken - lines, self.spare_wake_key: lines}
+        if self._woken in spent:
+            spent[self._woken] -= 1
+        self._woken = None
+        for key, n in spent.items():
+            if n > 0 and key is not None:
+                # redis-py types each command for both clients (a result or an awaitable)
+                await cast("Awaitable[bool]", self.pool.ltrim(key, 0, -n - 1))
 
     async def _wait_for_work(self, timeout: float) -> None:
         """Block until a job may be waiting: a wake token when a place is free, else a place
@@ -157,8 +181,11 @@ class WakeableWorker(Worker):
                 # redis-py types each command for both clients (a result or an awaitable); BLPOP takes
                 # fractional seconds since Redis 6, though redis-py types the timeout as an int.
                 lists = [self.own_wake_key, self.wake_key] if self.own_wake_key else [self.wake_key]
+                if self.spare_wake_key and self.job_counter < self.slots:
+                    lists.append(self.spare_wake_key)  # a batch line takes only a free engine slot
                 woken = self.pool.blpop(lists, timeout=timeout)  # type: ignore[arg-type]
-                self._woken = await cast("Awaitable[list[bytes] | None]", woken) is not None
+                got = await cast("Awaitable[list[bytes] | None]", woken)
+                self._woken = got[0].decode() if got else None
             except (RedisError, OSError):
                 await asyncio.sleep(timeout)
         else:
@@ -189,6 +216,7 @@ def make_worker(
     shutdown_grace_s: float,
     handle_signals: bool = True,
     feed: Feeder | None = None,
+    slots: int | None = None,
 ) -> WakeableWorker:
     """An arq worker for the model's queue that runs ``run(job id, attempt)`` for each job.
 
@@ -229,6 +257,8 @@ def make_worker(
         log_results=False,
         wake_key=keys.wake(model) if wake else None,
         own_wake_key=keys.worker_wake(model, worker_id) if wake else None,
+        spare_wake_key=keys.spare_wake(model) if wake else None,
+        slots=slots,
         feed=feed,
         worker_id=worker_id,
         reserved_key=keys.affinity_reserved(model),

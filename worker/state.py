@@ -61,7 +61,7 @@ class WorkerState:
     finishing: set[str] = field(default_factory=set)  # of those, the jobs writing their ending: counted free
     fair: FairQueue | None = None  # fair share on: the choice of the next jobs (store/fair.py)
     free_early: Callable[[str], None] | None = None  # the pickup counts a job free (worker/pickup.py)
-    line_waits: bool = False  # its last look left a batch line for want of a free slot (worker/load.py)
+    lines_seen_s: float = float("-inf")  # monotonic time its looks last saw a batch line (worker/load.py)
     full_reported: bool | None = None  # what the load in Redis says: full, not full, or unknown (worker/load.py)
     jobs_done: int = 0
     beats: int = 0

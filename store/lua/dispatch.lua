@@ -31,8 +31,8 @@
 -- Spare capacity (a batch line, `spare` in its record): taken only into one of the asking
 -- worker's free engine slots (`slots_free`, its slots less the jobs it runs), never into its
 -- interactive reserve, so an interactive job beside a full batch is picked at once. A tenant
--- whose next job is a line and finds no free slot keeps its pass for this call, as a held one;
--- the caller is told (`spare_left`), and looks again when one of its jobs ends.
+-- whose next job is a line and finds no free slot keeps its pass for this call, as a held one.
+-- The caller is told whether it saw lines (`lines`), and so looks again when one of its jobs ends.
 --
 -- include: now.lua
 -- include: fair_keys.lua
@@ -62,21 +62,22 @@
 -- ARGV[13] slots_free     the asking worker's free engine slots: at most this many jobs chosen
 --                         here may be lines
 --
--- Returns {held_until, spare_left, job id, tenant, attempt, stored, how, ...}: spare_left is 1 when a
--- line was left for want of a free engine slot; held_until is the earliest
+-- Returns {held_until, lines_taken, line_left, job id, tenant, attempt, stored, how, ...}:
+-- lines_taken counts the lines chosen, line_left is 1 when a line was left for want of a free
+-- engine slot; held_until is the earliest
 -- `prefer_until` of a job left to another worker (0 none), so the caller looks again by then;
 -- stored 0 means the job's arq payload had expired while it waited, so it is not on the queue
 -- and the caller enqueues it with arq itself; how is '' (no preferred worker), 'affinity',
 -- 'fallback_wait', 'fallback_gone' or 'fallback_full'.
 
 -- Nothing waits (every look at the queue asks, most often for nothing): write nothing.
-if redis.call('EXISTS', tenants) == 0 then return {0, 0} end
+if redis.call('EXISTS', tenants) == 0 then return {0, 0, 0} end
 local now = redis_now_ms()
 local v = tonumber(redis.call('GET', vtime) or '0')
 local v_before = v
 local want_n = tonumber(want)
-local out = {0, 0}
-local spare_left = 0
+local out = {0, 0, 0}
+local lines_taken, line_left = 0, 0
 local lines_ok = tonumber(slots_free)  -- lines this call may still choose
 local capped = {}
 local held = {}  -- tenants whose first SCAN jobs are all left to other workers, this call
@@ -145,7 +146,7 @@ local function pick(wkey)
                            'prefer_until', 'spare')
       if h[1] ~= '1' and h[2] == 'queued' and h[6] == '1' and lines_ok <= 0 then
         left = true  -- a line, and no free engine slot here: it waits for one
-        spare_left = 1
+        line_left = 1
       elseif h[1] ~= '1' and h[2] == 'queued' then
         local until_ms = tonumber(h[5] or '0') or 0
         local how = placement(h[4], until_ms)
@@ -153,6 +154,7 @@ local function pick(wkey)
           if not full_id then full_id, full_attempt = id, h[3] end
         elseif how ~= nil then
           redis.call('ZREM', wkey, id)
+          if h[6] == '1' then lines_taken = lines_taken + 1 end
           return id, h[3], how, left
         end
         if how == nil then
@@ -241,7 +243,8 @@ while n_out < want_n do
   end
 end
 out[1] = held_until
-out[2] = spare_left
+out[2] = lines_taken
+out[3] = line_left
 if v ~= v_before then redis.call('SET', vtime, tostring(v)) end
 for t, _ in pairs(capped) do
   redis.call('ZADD', tenants, 'XX', 'GT', tostring(v), t)

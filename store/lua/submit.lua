@@ -45,6 +45,7 @@
 -- KEYS[16] caps              tenant -> most jobs running at once (hash)
 -- KEYS[17] tenant_jobs       the tenant's recent jobs (sorted set: job id -> submit ms; job_index.lua)
 -- KEYS[18] all_jobs          every tenant's recent jobs (the same)
+-- KEYS[19] spare_wake        the model's wake list of batch lines, read by workers with a free slot
 -- ARGV[1] job_id             the new job's id
 -- ARGV[2] request            the request JSON
 -- ARGV[3] model              the model; '' only hands back the job the key names
@@ -124,6 +125,8 @@ if fair == '1' then
 else
   arq_enqueue(arq_job, arq_result, queue, arq_id, payload, expires_ms, score)
 end
-redis.call('LPUSH', wake, job_id)
-redis.call('LTRIM', wake, 0, tonumber(wake_backlog) - 1)
+-- a line wakes only a worker with a free engine slot, the only place it may go
+local woken = spare == '1' and spare_wake or wake
+redis.call('LPUSH', woken, job_id)
+redis.call('LTRIM', woken, 0, tonumber(wake_backlog) - 1)
 return {1, job_id}

@@ -6,8 +6,8 @@ a slot is taken the moment one frees, not at the worker's next poll."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-from pathlib import Path
 
 from store.jobstore import JobStore
 from tests.support.workers import WorkerProcess, write_rules
@@ -54,4 +54,4 @@ async def test_a_line_leaves_the_reserve_to_interactive_work_and_takes_a_slot_th
     finally:
         await store.close()
         worker.stop()
-        Path(rules).unlink(missing_ok=True)
+        os.unlink(rules)
