@@ -26,7 +26,7 @@ from store.admission import NotSubmitted, QueueAtLimit, QueueBounds, TenantQueue
 from store.arq_link import connect
 from store.durability import Durability
 from store.job_index import INDEX_KEEP
-from store.records import JobRecord
+from store.records import ANSWER_PREFIX, JobRecord
 from store.scripts import Script
 from store.thread_ending import ending_messages
 from toolq.errors import (
@@ -446,6 +446,7 @@ class JobStore:
             job_id=job_id,
             maxlen=self.stream_maxlen,
             running_prefix=keys.RUNNING_PREFIX,
+            answer_prefix=ANSWER_PREFIX,
             **deliveries.script_args(job_id, EventType.requires_action),
         )
         if seq <= 0:
@@ -477,9 +478,9 @@ class JobStore:
             if tenant is not None and rec.tenant != tenant:
                 raise JobNotFound(job_id)
             _check_paused(job_id, rec.terminal, rec.status.value)
-            seen = rec.actions_json  # answer.lua writes only while the record still holds these
             actions = _answered(job_id, dict(rec.actions), answers, kind)
-            complete = all(a.get("answer") is not None for a in actions.values())
+            # each answer its own field: only these are sent and written (answer.lua)
+            given = [[call_id, json.dumps(answer, ensure_ascii=False, default=str)] for call_id, answer in answers]
             attempt, model = rec.attempt, rec.model
             ts = now_ms()
             queued = QueuedData(attempt=attempt + 1, resumed=JobStatus.requires_action.value)
@@ -499,9 +500,9 @@ class JobStore:
                 job_id=job_id,
                 tenant=tenant,
                 attempt=attempt,
-                seen=seen,
-                actions=json.dumps(actions, ensure_ascii=False, default=str),
-                complete=complete,
+                answers=json.dumps(given, ensure_ascii=False),
+                total=len(actions),
+                answer_prefix=ANSWER_PREFIX,
                 head=head,
                 tail=tail,
                 maxlen=self.stream_maxlen,

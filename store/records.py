@@ -30,7 +30,12 @@ from toolq.wire.protocol import (
     RequiredAction,
 )
 
-__all__ = ["FIELDS", "SCRIPT_ONLY", "JobRecord"]
+__all__ = ["ANSWER_PREFIX", "FIELDS", "SCRIPT_ONLY", "JobRecord"]
+
+# Each answer to a paused job's call is a field of its own, ``answer:<call id>`` (its JSON), so an
+# answer writes only itself, not the whole ``actions`` again (store/lua/answer.lua); ``actions``
+# below merges them into the calls. pause.lua clears the last pause's.
+ANSWER_PREFIX = "answer:"
 
 # Every field of the hash, in the order the scripts first write them.
 FIELDS = (
@@ -43,6 +48,7 @@ FIELDS = (
     "created_ms",
     "checkpoint",
     "actions",
+    "answered",  # how many of the pause's calls have their answer (answer.lua; pause.lua clears it)
     "action_deadline_ms",
     "terminal",
     "result",
@@ -114,6 +120,8 @@ class JobRecord:
     result_json: str = ""
     checkpoint_json: str = ""
     actions_json: str = ""
+    answers_json: tuple[tuple[str, str], ...] = ()  # (call id, answer JSON), the ``answer:`` fields
+    answered: int = 0
     priority: int | None = None  # submit.lua writes it (0 to 9); a thread run's record has none
     job_tokens: int | None = None
     webhook_json: str = ""
@@ -151,6 +159,10 @@ class JobRecord:
             result_json=d.get("result", ""),
             checkpoint_json=d.get("checkpoint", ""),
             actions_json=d.get("actions", ""),
+            answers_json=tuple(
+                (k[len(ANSWER_PREFIX) :], v) for k, v in sorted(d.items()) if k.startswith(ANSWER_PREFIX)
+            ),
+            answered=int(d.get("answered") or 0),
             priority=int(d["priority"]) if d.get("priority") else None,
             job_tokens=int(d["job_tokens"]) if d.get("job_tokens") else None,
             webhook_json=d.get("webhook", ""),
@@ -183,6 +195,8 @@ class JobRecord:
             "created_ms": str(self.created_ms),
             "checkpoint": self.checkpoint_json,
             "actions": self.actions_json,
+            "answered": str(self.answered) if self.answered else "",
+            **{ANSWER_PREFIX + call_id: answer for call_id, answer in self.answers_json},
             "action_deadline_ms": "" if self.action_deadline_ms is None else str(self.action_deadline_ms),
             "terminal": "1" if self.terminal else "",
             "result": self.result_json,
@@ -234,8 +248,13 @@ class JobRecord:
 
     @cached_property
     def actions(self) -> dict[str, dict[str, Any]]:
-        """The calls of the last pause by call id (a PendingAction's fields plus ``answer``)."""
-        return json.loads(self.actions_json) if self.actions_json else {}
+        """The calls of the last pause by call id (a PendingAction's fields plus ``answer``, from
+        the answer's own field)."""
+        actions: dict[str, dict[str, Any]] = json.loads(self.actions_json) if self.actions_json else {}
+        for call_id, answer in self.answers_json:
+            if call_id in actions:
+                actions[call_id] = {**actions[call_id], "answer": json.loads(answer)}
+        return actions
 
     @cached_property
     def attempts(self) -> list[AttemptEnd]:

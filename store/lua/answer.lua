@@ -1,9 +1,12 @@
 -- Record a paused job's answers (tool results from its caller, or approvals) in one step, and
 -- when none is missing, resume it: a new attempt, status `queued`, out of the paused index, its
--- arq job and a wake token, and the `queued` event. toolq/jobstore.py (JobStore.answer_actions)
--- checks the answers against the `actions` it read and sends that snapshot along: the script
--- writes only while the record still holds exactly it (else -4, and the caller reads again), so a
--- call can never be answered twice, even by two posts at once. Refusals change nothing.
+-- arq job and a wake token, and the `queued` event. store/jobstore.py (JobStore.answer_actions)
+-- checks the answers against the calls it read. Each answer is a field of its own
+-- (`answer:<call id>`, store/records.py ANSWER_PREFIX), so an answer writes only itself, not the
+-- whole `actions` again; the script writes only while the attempt is the one read and none of
+-- the calls has an answer yet (else -4, and the caller reads again), so a call can never be
+-- answered twice, even by two posts at once. `answered` counts them: the job resumes when it
+-- reaches the pause's calls, whichever post brings the last. Refusals change nothing.
 --
 -- With fair share on (`fair` '1') the resumed attempt waits for its tenant's fair turn, as a
 -- submitted job does (submit.lua), so a tenant's caps and share hold across pauses.
@@ -46,9 +49,9 @@
 -- ARGV[1] job_id          the job's id
 -- ARGV[2] tenant          only this tenant's job; '' any
 -- ARGV[3] attempt         the paused attempt the snapshot was read from
--- ARGV[4] seen            the `actions` JSON the answers were checked against
--- ARGV[5] actions         the `actions` JSON with the answers recorded
--- ARGV[6] complete        '1' when every action has its answer: resume the job
+-- ARGV[4] answers         JSON array of [call id, the answer's JSON], checked against the calls
+-- ARGV[5] total           how many calls the pause waits on
+-- ARGV[6] answer_prefix   store.records.ANSWER_PREFIX
 -- ARGV[7] head            the queued event's JSON up to its seq
 -- ARGV[8] tail            the queued event's JSON after its seq
 -- ARGV[9] maxlen          the stream's approximate cap
@@ -80,13 +83,19 @@
 -- budget.lua's {-20, budget, used, held, limit, ms until the window ends}, or tenant_bytes.lua's
 -- {-30, held, quota, add, jobs, threads, files}: the answers' bytes would take the tenant past its quota.
 
-local h = redis.call('HMGET', job, 'tenant', 'terminal', 'status', 'attempt', 'actions', 'priority', 'worker')
+local h = redis.call('HMGET', job, 'tenant', 'terminal', 'status', 'attempt', 'answered', 'priority', 'worker')
 if not h[1] or (tenant ~= '' and h[1] ~= tenant) then return {-3, ''} end
 if h[2] == '1' then return {0, h[3]} end
 if h[3] ~= 'requires_action' then return {-2, h[3] or ''} end
-if h[4] ~= attempt or h[5] ~= seen then return {-4, ''} end
+if h[4] ~= attempt then return {-4, ''} end
+local given = cjson.decode(answers)
+for _, a in ipairs(given) do
+  if redis.call('HEXISTS', job, answer_prefix .. a[1]) == 1 then return {-4, ''} end
+end
+local answered = (tonumber(h[5] or '0') or 0) + #given
+local complete = answered >= tonumber(total)
 local holds
-if complete == '1' then  -- the answers resume it: it meets a new job's admission first
+if complete then  -- the answers resume it: it meets a new job's admission first
   local refused = admit(fair_prefix, model, h[1], queue, fair, max_depth, max_queued, job_prefix)
   if refused then
     refused[1] = refused[1] - 10
@@ -96,10 +105,13 @@ if complete == '1' then  -- the answers resume it: it meets a new job's admissio
   holds, spent = budget_check(usage_prefix, budget_held_prefix, h[1], tokens_per_day, tokens_per_minute, budget_ceiling, job)
   if spent then return spent end
 end
-local full = bytes_charge(bytes_prefix, h[1], 'job', job, #actions - #seen, store_bytes)
+local full = bytes_charge(bytes_prefix, h[1], 'job', job, #answers, store_bytes)
 if full then return full end
-redis.call('HSET', job, 'actions', actions)
-if complete ~= '1' then return {1, ''} end
+for _, a in ipairs(given) do
+  redis.call('HSET', job, answer_prefix .. a[1], a[2])
+end
+redis.call('HSET', job, 'answered', answered)
+if not complete then return {1, ''} end
 budget_hold(job, holds)
 redis.call('HINCRBY', job, 'attempt', 1)
 redis.call('HSET', job, 'status', 'queued')

@@ -30,6 +30,7 @@
 -- ARGV[9] running_prefix  store.keys.RUNNING_PREFIX
 -- ARGV[10] webhook_kind    'requires_action'
 -- ARGV[11] webhook_id     the delivery's id (its webhook-id header)
+-- ARGV[12] answer_prefix  store.records.ANSWER_PREFIX: the last pause's answers are cleared
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt, -3 no such job.
 
@@ -37,6 +38,12 @@ if redis.call('EXISTS', job) == 0 then return -3 end
 local h = redis.call('HMGET', job, 'terminal', 'attempt')
 if h[1] == '1' then return 0 end
 if h[2] ~= attempt then return -1 end
+if redis.call('HEXISTS', job, 'answered') == 1 then  -- the last pause's answers: its resume took them
+  for _, f in ipairs(redis.call('HKEYS', job)) do
+    if string.sub(f, 1, #answer_prefix) == answer_prefix then redis.call('HDEL', job, f) end
+  end
+  redis.call('HDEL', job, 'answered')
+end
 local seq = redis.call('HINCRBY', job, 'seq', 1)
 local ev = head .. seq .. tail
 redis.call('XADD', log, 'MAXLEN', '~', maxlen, seq .. '-0', 'e', ev)

@@ -103,6 +103,45 @@ async def test_concurrent_posts_of_one_call_record_one_answer(store):
     assert sum(isinstance(o, errors.AlreadyAnswered) for o in outcomes) == 9
 
 
+async def test_an_answer_writes_only_itself(store):
+    """Each answer is a field of its own: a partial answer leaves the calls as the pause wrote
+    them, however large, and what it writes is its own answer and the count."""
+    calls = [pending(f"c{i}", "client") for i in range(50)]
+    calls = [c.model_copy(update={"arguments": {"q": "x" * 2_000}}) for c in calls]
+    job_id = await paused_job(store, *calls)
+    written = await store.redis.hget(keys.job(job_id), "actions")
+    await store.answer_actions(job_id, [("c7", {"content": "seven"})], "client")
+    h = await store.redis.hgetall(keys.job(job_id))
+    assert h[b"actions"] == written  # not written again
+    assert (h[b"answer:c7"], h[b"answered"]) == (b'{"content": "seven"}', b"1")
+    assert (await store.record(job_id)).actions["c7"]["answer"] == {"content": "seven"}
+
+
+async def test_concurrent_posts_of_different_calls_resume_the_job_once(store):
+    job_id = await paused_job(store, *[pending(f"c{i}", "client") for i in range(8)])
+    outcomes = await asyncio.gather(
+        *[store.answer_actions(job_id, [(f"c{i}", {"content": str(i)})], "client") for i in range(8)]
+    )
+    assert outcomes.count(True) == 1 and outcomes.count(False) == 7  # whichever came last resumed it
+    rec = await store.record(job_id)
+    assert (rec.status, rec.attempt, rec.answered) == (JobStatus.queued, 2, 8)
+    assert {c: a["answer"]["content"] for c, a in rec.actions.items()} == {f"c{i}": str(i) for i in range(8)}
+
+
+async def test_a_new_pause_clears_the_last_pauses_answers(store):
+    job_id = await paused_job(store, pending("c1", "client"))
+    assert await store.answer_actions(job_id, [("c1", {"content": "one"})], "client") is True
+    await store.emit(job_id, EventType.started, {}, attempt=2, status=JobStatus.running, lease_ms=10_000)
+    await store.pause(
+        job_id, attempt=2, pending=[pending("c2", "client")], deadline_ms=now_ms() + 60_000, checkpoint={}
+    )
+    h = await store.redis.hgetall(keys.job(job_id))
+    assert b"answer:c1" not in h and b"answered" not in h
+    rec = await store.record(job_id)
+    assert list(rec.actions) == ["c2"] and rec.actions["c2"]["answer"] is None
+    assert await store.answer_actions(job_id, [("c2", {"content": "two"})], "client") is True
+
+
 async def test_answers_to_a_job_that_is_not_paused_are_refused(store):
     queued, _ = await store.submit(JobRequest(messages=[Message(role="user", content="hi")]), model="m")
     before = await snapshot(store, queued)

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from store import records
-from store.records import FIELDS, SCRIPT_ONLY, JobRecord
+from store.records import ANSWER_PREFIX, FIELDS, SCRIPT_ONLY, JobRecord
 from toolq.wire.protocol import JobRequest, JobResult, JobStatus, Message
 
 LUA = Path(records.__file__).parent / "lua"
@@ -25,7 +25,9 @@ def _fields_the_scripts_name() -> set[str]:
         for op, _, rest in _HASH_CALL.findall(script.read_text()):
             args = [a.strip() for a in rest.split(",") if a.strip()]
             fields = args[::2] if op == "HSET" else args[:1] if op == "HINCRBY" else args  # HSET: field, value, ...
-            assert all(re.fullmatch(r"'[a-z_]+'", f) for f in fields), (script.name, fields)
+            # an answer's own field: the prefix and its call id (records.ANSWER_PREFIX)
+            fields = ["'" + ANSWER_PREFIX + "*'" if f.startswith("answer_prefix ..") else f for f in fields]
+            assert all(re.fullmatch(r"'([a-z_]+|answer:\*)'", f) for f in fields), (script.name, fields)
             named.update(f.strip("'") for f in fields)
     return named
 
@@ -33,7 +35,8 @@ def _fields_the_scripts_name() -> set[str]:
 def test_the_codec_knows_every_field_the_scripts_name():
     named = _fields_the_scripts_name()
     assert {"request", "status", "attempt", "terminal", "actions", "finished_ms"} <= named  # the regex sees them
-    assert named <= set(FIELDS) | set(SCRIPT_ONLY)
+    assert named <= set(FIELDS) | set(SCRIPT_ONLY) | {ANSWER_PREFIX + "*"}
+    assert ANSWER_PREFIX + "*" in named  # answer.lua writes each answer on its own
 
 
 def _hash(**fields: str) -> dict[bytes, bytes]:
@@ -43,7 +46,8 @@ def _hash(**fields: str) -> dict[bytes, bytes]:
 def test_a_full_hash_round_trips_and_reads_typed():
     request = JobRequest(messages=[Message(role="user", content="hi")]).model_dump_json()
     result = JobResult(job_id="job_1", status=JobStatus.succeeded, finish_reason="stop", content="ok")
-    actions = {"c1": {"id": "c1", "name": "f", "arguments": {}, "kind": "client", "where": "client", "answer": None}}
+    call = {"id": "c1", "name": "f", "arguments": {}, "kind": "client", "where": "client", "answer": None}
+    actions = {"c1": call, "c2": {**call, "id": "c2"}}
     raw = {
         "request": request,
         "model": "m",
@@ -54,6 +58,8 @@ def test_a_full_hash_round_trips_and_reads_typed():
         "created_ms": "1000",
         "checkpoint": json.dumps({"messages": [], "iterations": 1}),
         "actions": json.dumps(actions),
+        "answered": "1",
+        "answer:c2": json.dumps({"content": "42"}),
         "action_deadline_ms": "5000",
         "terminal": "1",
         "result": result.model_dump_json(),
@@ -77,14 +83,14 @@ def test_a_full_hash_round_trips_and_reads_typed():
         "lost_attempts": "1",
         "quarantined": "1",
     }
-    assert set(raw) == set(FIELDS)
+    assert set(raw) == set(FIELDS) | {"answer:c2"}
     rec = JobRecord.from_hash("job_1", _hash(**raw))
     assert rec.to_hash() == raw
     assert (rec.status, rec.attempt, rec.seq, rec.terminal, rec.finished_ms) == (JobStatus.succeeded, 2, 9, True, 2000)
     assert rec.request.messages[0].content == "hi"
     assert rec.result == result
     assert rec.checkpoint == {"messages": [], "iterations": 1}
-    assert rec.actions == actions
+    assert rec.actions == {"c1": call, "c2": {**call, "id": "c2", "answer": {"content": "42"}}}
     assert rec.view().result == result and rec.view().attempt == 2
     assert [(a.attempt, a.worker, a.ended) for a in rec.attempts] == [(1, "w0", "lease_expired")]
     assert rec.quarantined and rec.lost_attempts == 1 and rec.worker_attempt == 2
