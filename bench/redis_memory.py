@@ -4,8 +4,11 @@ Starts a redis-server of its own and a scripted worker (the real worker process,
 engine: tests/support/workers.py), submits jobs through the store as the SDK's Redis mode does
 (one tool round each: queued, started, tool_call, tool_result, final) and runs threads of a few
 turns, then reads ``MEMORY USAGE`` of each real key and ``INFO memory`` around the whole batch.
+Last, what answering a paused job sends to Redis and keeps: a pause of ``--calls`` calls with
+2 KB of arguments each, answered one call at a time (``INFO stats`` total_net_input_bytes around
+each answer, and the record's ``MEMORY USAGE`` after).
 
-    .venv/bin/python bench/redis_memory.py --jobs 200 --threads 20 --turns 5
+    .venv/bin/python bench/redis_memory.py --jobs 200 --threads 20 --turns 5 [--calls 50]
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from store.jobstore import JobStore
 from store.threads import ThreadStore
 from tests.support.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, write_rules
-from toolq.wire.protocol import JobRequest, Message
+from toolq.wire.protocol import EventType, JobRequest, JobStatus, Message, PendingAction, now_ms
 
 # one tool round per job: the call, then the answer once the tool's result is in the prompt
 CALL = '<tool_call>{"name": "calculate_zorbix", "arguments": {"zorb": 15, "bix": 7}}</tool_call>'
@@ -37,7 +40,7 @@ def usage(r: redis.Redis, key: str) -> int:
     return int(r.memory_usage(key, samples=0) or 0)
 
 
-async def run(url: str, jobs: int, threads: int, turns: int) -> None:
+async def run(url: str, jobs: int, threads: int, turns: int, calls: int) -> None:
     r = redis.Redis.from_url(url)
     store = JobStore.from_url(url, fair=True)
     model = "scripted"
@@ -93,8 +96,32 @@ async def run(url: str, jobs: int, threads: int, turns: int) -> None:
         f"  counted against its tenant's quota: {counted['thread'] / sum(msgs):,.0f} B a thread message, "
         f"{counted['job'] / runs:,.0f} B a run's record (its input twice and the history it copies)"
     )
+    await answers(store, r, calls)
     await store.close()
     r.close()
+
+
+async def answers(store: JobStore, r: redis.Redis, calls: int) -> None:
+    """Bytes sent to Redis by each answer to a paused job of ``calls`` calls, and its record's size."""
+    job_id, _ = await store.submit(JobRequest(messages=[Message(role="user", content=PROMPT)]), model="paused")
+    await store.emit(job_id, EventType.started, {}, attempt=1, status=JobStatus.running, lease_ms=60_000)
+    pending = [
+        PendingAction(id=f"call_{i}", name="lookup", arguments={"q": "x" * 2_000}, kind="client", where="client")
+        for i in range(calls)
+    ]
+    await store.pause(job_id, attempt=1, pending=pending, deadline_ms=now_ms() + 600_000, checkpoint={})
+    sent = []
+    for p in pending:
+        before = int(r.info("stats")["total_net_input_bytes"])
+        await store.answer_actions(job_id, [(p.id, {"content": "a short answer"})], "client")
+        sent.append(int(r.info("stats")["total_net_input_bytes"]) - before)
+    print(f"answers: a pause of {calls} calls with 2 KB of arguments each, answered one call at a time")
+    rest = sent[1:]  # the first call also loads the script into Redis's cache
+    print(
+        f"  sent to Redis per answer: median {statistics.median(rest):,.0f} B, most {max(rest):,} B, "
+        f"the last (it resumes the job) {sent[-1]:,} B"
+    )
+    print(f"  the record after the last answer: {usage(r, keys.job(job_id)):,} B")
 
 
 def main() -> None:
@@ -102,6 +129,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=200)
     ap.add_argument("--threads", type=int, default=20)
     ap.add_argument("--turns", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=50)
     a = ap.parse_args()
     server = RedisServer()
     server.start()
@@ -109,7 +137,7 @@ def main() -> None:
     try:
         url = server.url + "/0"
         worker = WorkerProcess(url, script=write_rules(RULES)).wait_ready()
-        asyncio.run(run(url, a.jobs, a.threads, a.turns))
+        asyncio.run(run(url, a.jobs, a.threads, a.turns, a.calls))
     finally:
         if worker is not None:
             worker.stop()
