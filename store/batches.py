@@ -24,6 +24,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from store.deliveries import queue_batch_end
+
 __all__ = ["ACTIVE", "TERMINAL_STATUSES", "BatchStore"]
 
 ACTIVE = "toolq:batches:active"
@@ -62,7 +64,8 @@ class BatchStore:
         model: str = "",
         webhook_url: str = "",
     ) -> str:
-        """A new batch: ``in_progress`` with its lines, or ``failed`` with the errors of its file."""
+        """A new batch: ``in_progress`` with its lines, or ``failed`` with the errors of its file
+        (announced to ``webhook_url`` in the same step, as ``finish`` does)."""
         batch_id = "batch_" + secrets.token_hex(12)
         now = int(time.time())
         rec: dict[str, str] = {
@@ -93,6 +96,8 @@ class BatchStore:
                 pipe.zadd(ACTIVE, {batch_id: now})
             pipe.zadd(_tenant_key(tenant), {batch_id: now})
             pipe.expire(_tenant_key(tenant), self.keep_s)
+            if errors:
+                self._ended(pipe, rec, 0, 0)
             await pipe.execute()
         return batch_id
 
@@ -111,23 +116,15 @@ class BatchStore:
         d = await self.record(batch_id, tenant)
         if d is None:
             return None
-        completed, failed = await self.counts(batch_id)
-        errors = json.loads(d["errors"]) if d.get("errors") else None
-        return {
-            "id": d["id"],
-            "object": "batch",
-            "endpoint": d["endpoint"],
-            "errors": {"object": "list", "data": errors} if errors else None,
-            "input_file_id": d["input_file_id"],
-            "completion_window": d["completion_window"],
-            "status": d["status"],
-            "output_file_id": d.get("output_file_id") or None,
-            "error_file_id": d.get("error_file_id") or None,
-            "created_at": int(d["created_at"]),
-            **{t: (int(d[t]) if d.get(t) else None) for t in _TIMESTAMPS},
-            "request_counts": {"total": int(d["total"]), "completed": completed, "failed": failed},
-            "metadata": json.loads(d["metadata"]) if d.get("metadata") else None,
-        }
+        return _object(d, *await self.counts(batch_id))
+
+    @staticmethod
+    def _ended(pipe: Any, d: dict[str, str], completed: int, failed: int) -> None:
+        """Queue, in the transaction that ends the batch, the announcement of its end to the
+        webhook it names (``d`` as it will be): a gateway that dies between the two cannot
+        leave an ended batch unannounced."""
+        if d.get("webhook"):
+            queue_batch_end(pipe, _object(d, completed, failed), d["tenant"], d["webhook"], int(time.time() * 1000))
 
     async def of_tenant(self, tenant: str, *, after: str | None, limit: int) -> tuple[list[dict[str, Any]], bool]:
         """The tenant's batches, newest first, after the batch ``after``; and whether more follow."""
@@ -164,12 +161,19 @@ class BatchStore:
     async def finish(
         self, batch_id: str, status: str, *, output_file_id: str | None, error_file_id: str | None
     ) -> None:
+        """The batch ends ``status`` with its files, and its end is announced to the webhook it
+        names, in one transaction."""
         now = str(int(time.time()))
         fields = {"status": status, f"{status}_at": now}
         fields |= {"output_file_id": output_file_id or "", "error_file_id": error_file_id or ""}
+        before = await self.record(batch_id)
+        if before is None:
+            return  # expired meanwhile: nothing left to end or announce
+        counts = await self.counts(batch_id)  # every line is answered: they move no more
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(_key(batch_id), mapping=fields)
             pipe.zrem(ACTIVE, batch_id)
+            self._ended(pipe, before | fields, *counts)
             await pipe.execute()
 
     async def active(self) -> list[str]:
@@ -231,3 +235,23 @@ class BatchStore:
     async def lines(self, batch_id: str, start: int = 0) -> Iterable[tuple[int, str]]:
         raw = await self.redis.lrange(_key(batch_id, "lines"), start, -1)
         return ((start + i, x.decode()) for i, x in enumerate(raw))
+
+
+def _object(d: dict[str, str], completed: int, failed: int) -> dict[str, Any]:
+    """OpenAI's batch object, of the batch's fields and its lines answered so far."""
+    errors = json.loads(d["errors"]) if d.get("errors") else None
+    return {
+        "id": d["id"],
+        "object": "batch",
+        "endpoint": d["endpoint"],
+        "errors": {"object": "list", "data": errors} if errors else None,
+        "input_file_id": d["input_file_id"],
+        "completion_window": d["completion_window"],
+        "status": d["status"],
+        "output_file_id": d.get("output_file_id") or None,
+        "error_file_id": d.get("error_file_id") or None,
+        "created_at": int(d["created_at"]),
+        **{t: (int(d[t]) if d.get(t) else None) for t in _TIMESTAMPS},
+        "request_counts": {"total": int(d["total"]), "completed": completed, "failed": failed},
+        "metadata": json.loads(d["metadata"]) if d.get("metadata") else None,
+    }

@@ -62,22 +62,21 @@ def delivery_of_hash(h: dict[str, str]) -> Delivery:
     return Delivery(**fields)
 
 
-async def record_batch_end(redis: Any, batch: dict[str, Any], tenant: str, url: str, now_ms: int) -> str:
-    """Record the delivery of a batch's end (``batch.<status>``, the batch object as its event),
-    as the scripts record a job's: due now, in the batch's delivery log, the sender woken."""
+def queue_batch_end(pipe: Any, batch: dict[str, Any], tenant: str, url: str, now_ms: int) -> str:
+    """Add to ``pipe`` (the transaction that ends the batch, store/batches.py) the delivery of a
+    batch's end (``batch.<status>``, the batch object as its event), as the scripts record a
+    job's: due now, in the batch's delivery log, the sender woken."""
     delivery_id = new_delivery_id()
     event = json.dumps({"ts": now_ms, "batch": batch}, ensure_ascii=False)
     fields = {
         "id": delivery_id, "job_id": batch["id"], "tenant": tenant, "url": url, "type": f"batch.{batch['status']}",
         "event": event, "status": "pending", "attempts": 0, "created_ms": now_ms, "since_ms": now_ms, "next_ms": now_ms,
     }  # fmt: skip
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.hset(keys.delivery(delivery_id), mapping=fields)
-        pipe.zadd(keys.WEBHOOK_DUE, {delivery_id: now_ms})
-        pipe.rpush(keys.job_deliveries(batch["id"]), delivery_id)
-        pipe.lpush(keys.WEBHOOK_WAKE, delivery_id)
-        pipe.ltrim(keys.WEBHOOK_WAKE, 0, 0)
-        await pipe.execute()
+    pipe.hset(keys.delivery(delivery_id), mapping=fields)
+    pipe.zadd(keys.WEBHOOK_DUE, {delivery_id: now_ms})
+    pipe.rpush(keys.job_deliveries(batch["id"]), delivery_id)
+    pipe.lpush(keys.WEBHOOK_WAKE, delivery_id)
+    pipe.ltrim(keys.WEBHOOK_WAKE, 0, 0)
     return delivery_id
 
 

@@ -157,12 +157,15 @@ def create_worker(
     async def run(job_id: str, attempt: int) -> str:
         state: WorkerState = holder["state"]
         state.active += 1
+        # the load is written beside the start, not ahead of it: a job that fills the worker (an
+        # interactive job taking the reserve beside a batch) starts a round trip sooner
+        load = asyncio.create_task(report_load(state))
         try:
-            await report_load(state)
             return await run_job(state, job_id, attempt)
         finally:
             state.active -= 1
             state.finishing.discard(job_id)
+            await load
             await report_load(state)
 
     async def feed(free: int) -> Fed:

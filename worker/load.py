@@ -28,14 +28,17 @@ LINES_HOLD_S = 1.0  # a worker whose looks saw a batch line this recently wakes 
 
 async def report_load(state: WorkerState, *, force: bool = False) -> None:
     """Write the jobs this worker runs (less those writing their ending) when whether it is full
-    changed since the last write, or with ``force``; best effort."""
-    running = max(0, state.active - len(state.finishing))
-    full = running >= state.max_jobs
-    if not force and full == state.full_reported:
-        return
-    with suppress(RedisError):
-        await affinity.report_load(state.store.redis, state.model, state.worker_id, running, state.max_jobs)
-        state.full_reported = full
+    changed since the last write, or with ``force``; best effort. One write at a time, each of
+    the counts as they are when it goes, so writes from jobs starting and ending at once land in
+    order and the last says what is true now."""
+    async with state.load_lock:
+        running = max(0, state.active - len(state.finishing))
+        full = running >= state.max_jobs
+        if not force and full == state.full_reported:
+            return
+        with suppress(RedisError):
+            await affinity.report_load(state.store.redis, state.model, state.worker_id, running, state.max_jobs)
+            state.full_reported = full
 
 
 async def slot_freed(state: WorkerState, job_id: str) -> None:

@@ -62,6 +62,7 @@ class WorkerState:
     fair: FairQueue | None = None  # fair share on: the choice of the next jobs (store/fair.py)
     free_early: Callable[[str], None] | None = None  # the pickup counts a job free (worker/pickup.py)
     lines_seen_s: float = float("-inf")  # monotonic time its looks last saw a batch line (worker/load.py)
+    load_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one load write at a time (worker/load.py)
     full_reported: bool | None = None  # what the load in Redis says: full, not full, or unknown (worker/load.py)
     jobs_done: int = 0
     beats: int = 0

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gateway.auth import Tenant
 from gateway.off_loop import off_loop
-from gateway.openai.batches.announce import announce_end, webhook_of
+from gateway.openai.batches.announce import webhook_of
 from gateway.openai.batches.lines import ENDPOINTS, read_lines
 from gateway.openai.errors import OpenAIError
 from gateway.openai.shared import error_responses
@@ -84,9 +84,7 @@ async def create_batch(body: BatchCreate, tenant: Tenant, state: State) -> dict[
         errors=errors,
         webhook_url=webhook_of(state, tenant),
     )
-    if errors:
-        await announce_end(state, batch_id, tenant)
-    else:
+    if not errors:  # a failed one was announced as it was written (store/batches.py)
         state.observer.batch_wake.set()  # this gateway's runner takes it now, not a tick later
     view = await state.batches.view(batch_id, tenant)
     assert view is not None

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 import structlog
 
-from gateway.openai.batches.announce import announce_end
 from gateway.openai.batches.answers import answer_of, refused, unanswered
 from gateway.openai.batches.lines import Line, line_job
 from gateway.state import GatewayState
@@ -258,8 +257,7 @@ class BatchRunner:
             err_id = (
                 await self.files.put(tenant, f"{batch_id}_error.jsonl", "batch_output", _jsonl(err), quota=False)
             ).id
-        await self.batches.finish(batch_id, status, output_file_id=out_id, error_file_id=err_id)
-        await announce_end(self.state, batch_id, tenant)
+        await self.batches.finish(batch_id, status, output_file_id=out_id, error_file_id=err_id)  # and announces it
         self.state.metrics.batches_ended.labels(status).inc()
         log.info("batch ended", batch_id=batch_id, status=status, output=len(out), errors=len(err))
 
