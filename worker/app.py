@@ -29,7 +29,7 @@ from typing import Any
 import structlog
 
 from store import keys
-from store.arq_link import StalledPickups
+from store.arq_link import StalledPickups, arq_job_id
 from store.fair import FairQueue
 from store.jobstore import JobStore
 from store.journal import Journal
@@ -179,10 +179,11 @@ def create_worker(
         done = await fair.dispatch_for(model, free, worker=worker_id, slots_free=slots_free)
         if done.lines_taken or done.spare_left:
             state.lines_seen_s = time.monotonic()
+        placed = tuple(arq_job_id(d.job_id, d.attempt) for d in done.chosen)
         if not done.held_until_ms:
-            return Fed(lines=done.lines_taken)
+            return Fed(lines=done.lines_taken, placed=placed)
         # a job left to another worker: look again when its wait ends (Redis's clock; a few ms of skew)
-        return Fed(max(0.0, done.held_until_ms / 1000 - time.time()) + 0.005, done.lines_taken)
+        return Fed(max(0.0, done.held_until_ms / 1000 - time.time()) + 0.005, done.lines_taken, placed)
 
     worker = holder["worker"] = make_worker(
         model=model,
