@@ -49,7 +49,8 @@ def threads_of(state: GatewayState) -> ThreadStore:
     found = getattr(state, "_threads", None)
     if found is None:
         s = state.settings
-        found = ThreadStore(state.store, limits=ThreadLimits(s.thread_ttl_s, s.max_threads, s.max_thread_messages))
+        limits = ThreadLimits(s.thread_ttl_s, s.max_threads, s.max_thread_messages, run_messages=s.max_messages)
+        found = ThreadStore(state.store, limits=limits)
         state._threads = found  # type: ignore[attr-defined]
     return found
 

@@ -19,7 +19,8 @@ A thread lives ``ttl_s`` after its last write (its own, else the store's default
 ``ThreadLimits.ttl_s``, TOOLQ_THREAD_TTL_S: 30 days), and never expires while a run is active.
 A tenant holds at most ``max_threads`` live threads and a thread at most ``max_messages``
 messages (ThreadLimits, each overridable per tenant in TOOLQ_TENANTS): creating past the first,
-or adding or running past the second, is refused (ThreadLimitReached) and writes nothing. A run's
+or adding or running past the second, is refused (ThreadLimitReached) and writes nothing, and so
+is a run whose job would hold more than ``run_messages``, counting the thread's history. A run's
 own output is appended when it ends and is never refused then, so a thread can pass its cap by one
 run's messages.
 """
@@ -63,6 +64,9 @@ class ThreadLimits:
     ttl_s: int | None = None  # default TTL of a thread created without one
     max_threads: int | None = None  # live threads per tenant
     max_messages: int | None = None  # messages per thread
+    # messages of a run's job (the gateway's TOOLQ_MAX_MESSAGES): its instructions, the thread's
+    # history and its input, as a submitted job's messages are its whole conversation
+    run_messages: int | None = None
 
 
 class ThreadLimitReached(Exception):
@@ -139,6 +143,15 @@ class ThreadStore:
 
     def max_messages(self, tenant: str) -> int | None:
         return self.jobs.bounds.policy(tenant).max_thread_messages or self.limits.max_messages
+
+    def _run_cap(self, tenant: str, lead: int) -> tuple[int | None, bool]:
+        """The most messages the thread may hold with a run's input added, and whether that is
+        the run's job cap (``run_messages``, less its ``lead``) rather than the thread's."""
+        thread = self.max_messages(tenant)
+        run = None if self.limits.run_messages is None else self.limits.run_messages - lead
+        if run is not None and (thread is None or run < thread):
+            return run, True
+        return thread, False
 
     def _too_many_messages(self, tenant: str, thread_id: str, count: int, adding: int) -> ThreadLimitReached:
         cap = self.max_messages(tenant)
@@ -373,6 +386,7 @@ class ThreadStore:
         arq = arq_link.arq_job(job_id, model, 1, created)
         policy = policy or (self.jobs.bounds.policy(tenant) if self.jobs.bounds.tenants else None)
         admission = self.jobs.bounds.script_args(tenant)
+        cap, of_run = self._run_cap(tenant, lead)
         code, active, *rest = await self._run(
             thread=keys.thread(thread_id),
             waiting=keys.thread_waiting(thread_id),
@@ -420,7 +434,7 @@ class ThreadStore:
             fair=self.jobs.fair,
             **admission,
             webhook=request.webhook.model_dump_json() if request.webhook else None,
-            max_messages=self.max_messages(tenant),
+            max_messages=cap,
             input_count=len(request.messages) - lead,
             **budget_holds.script_args(request, policy),
             **byte_quota.script_args(self.jobs.bounds.byte_quota(tenant)),
@@ -429,6 +443,14 @@ class ThreadStore:
             raise budget_holds.refusal(tenant, [code, active, *rest])
         if int(code) == byte_quota.REFUSED:  # the tenant keeps its quota of bytes; nothing was written
             raise byte_quota.refusal(tenant, [code, active, *rest])
+        if int(code) == -5 and of_run:
+            held, adding = int(active), len(request.messages) - lead
+            raise ThreadLimitReached(
+                f"a run on thread {thread_id} would hold {held + len(request.messages)} messages (the thread's "
+                f"{held}, the input's {adding}" + (f", {lead} of instructions" if lead else "") + "), above the "
+                f"limit of {self.limits.run_messages} messages per job (TOOLQ_MAX_MESSAGES); start a new thread",
+                field="messages",
+            )
         if int(code) == -5:
             raise self._too_many_messages(tenant, thread_id, int(active), len(request.messages) - lead)
         if int(code) <= -10:  # the queue bounds refused it (admit.lua); nothing was written

@@ -75,7 +75,7 @@
 -- ARGV[40] max_depth      the model's queue depth (admit.lua); '' no limit
 -- ARGV[41] max_queued     the tenant's own cap on its queued jobs of the model; '' none
 -- ARGV[42] webhook        the run's webhook JSON {"url", "events"} (webhook_record.lua); '' none
--- ARGV[43] max_messages   the most messages the thread may hold; '' no cap
+-- ARGV[43] max_messages   the most the thread may hold with the input: its cap, or the job's less lead; '' none
 -- ARGV[44] input_count    how many messages the run's input adds to the thread
 -- ARGV[45] usage_prefix   store.keys.USAGE_PREFIX (budget.lua: the run reserves its token ceiling)
 -- ARGV[46] budget_held_prefix  store.keys.BUDGET_HELD_PREFIX

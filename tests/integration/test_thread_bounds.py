@@ -72,3 +72,33 @@ async def test_a_thread_past_its_message_cap_gets_422_at_every_write(redis_url):
         items = {"items": [{"type": "message", "role": "user", "content": str(i)} for i in range(4)]}
         refused = await c.post(f"/v1/conversations/{conv}/items", json=items)
         assert refused.status_code == 422 and "its limit of 3" in refused.json()["error"]["message"]
+
+
+async def test_a_run_counts_the_threads_history_against_the_job_message_cap(redis_url):
+    """A run's job holds the thread's history with its input, so TOOLQ_MAX_MESSAGES counts both
+    (a submitted job's messages are its whole conversation too), through /v1/threads and the
+    Conversations API, whose instructions count as well."""
+    register_fake_worker(redis_url, MODEL, [])
+    s = GatewaySettings(redis_url=redis_url, fleet_cache_s=0, max_messages=4, max_thread_messages=100)
+    async with asgi_client(s) as c:
+        tid = (await c.post("/v1/threads", json={"messages": [user(str(i)) for i in range(3)]})).json()["id"]
+        run = await c.post(f"/v1/threads/{tid}/runs", json={"messages": [user("d"), user("e")]})
+        assert run.status_code == 422, run.text
+        err = run.json()["error"]
+        assert err["code"] == "limit_exceeded" and err["field"] == "messages"
+        assert (
+            f"a run on thread {tid} would hold 5 messages (the thread's 3, the input's 2), above the limit "
+            "of 4 messages per job (TOOLQ_MAX_MESSAGES)" in err["message"]
+        )
+        assert len((await c.get(f"/v1/threads/{tid}/messages")).json()["data"]) == 3  # nothing was written
+        assert (await c.post(f"/v1/threads/{tid}/runs", json={"messages": [user("d")]})).status_code == 202
+        conv = (await c.post("/v1/conversations", json={})).json()["id"]
+        items = {"items": [{"type": "message", "role": "user", "content": str(i)} for i in range(3)]}
+        assert (await c.post(f"/v1/conversations/{conv}/items", json=items)).status_code == 200
+        # in the background: the fake worker runs nothing, and a response in the foreground waits for its end
+        body = {"model": MODEL, "conversation": conv, "instructions": "be brief", "input": "hi", "background": True}
+        refused = await c.post("/v1/responses", json=body)
+        assert refused.status_code == 422, refused.text
+        assert "(the thread's 3, the input's 1, 1 of instructions), above the limit of 4" in refused.text
+        body.pop("instructions")
+        assert (await c.post("/v1/responses", json=body)).status_code == 200
