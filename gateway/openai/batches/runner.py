@@ -62,6 +62,7 @@ class BatchRunner:
         self.settings = settings
         self.holder = "gw-" + secrets.token_hex(6)
         self._interactive_at: dict[str, float] = {}  # model -> when work not of this batch was last seen
+        self._leased: dict[str, float] = {}  # batch id -> when this runner last took or renewed its lease
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -80,7 +81,7 @@ class BatchRunner:
             wake.clear()  # a job that ends (or a batch created here) from now on wakes the next tick
             try:
                 for batch_id in await self.batches.active():
-                    if await self.batches.take_lease(batch_id, self.holder, self.settings.lease_ms):
+                    if await self._lease(batch_id):
                         moved = await self.step(batch_id) or moved
             except asyncio.CancelledError:
                 raise
@@ -100,13 +101,26 @@ class BatchRunner:
                 finally:
                     woken.cancel()
 
+    async def _lease(self, batch_id: str) -> bool:
+        """Whether this runner holds the batch: a lease taken or renewed within the last third of
+        its time is held still (no other runner can take it before it runs out), so a busy tick
+        costs no lease round trips; older, it is taken or renewed in Redis."""
+        now = time.monotonic()
+        if now - self._leased.get(batch_id, float("-inf")) < self.settings.lease_ms / 3000:
+            return True
+        if await self.batches.take_lease(batch_id, self.holder, self.settings.lease_ms):
+            self._leased[batch_id] = now
+            return True
+        self._leased.pop(batch_id, None)
+        return False
+
     async def step(self, batch_id: str) -> bool:
         """One tick of one batch; whether any of its lines was answered or fed."""
         rec = await self.batches.record(batch_id)
         if rec is None or rec["status"] not in ("in_progress", "cancelling", "finalizing"):
             return False
         endpoint = rec["endpoint"]
-        moved = await self._collect(batch_id, endpoint)
+        moved, in_flight = await self._collect(batch_id, endpoint)
         status = rec["status"]
         if status == "in_progress" and time.time() >= int(rec["expires_at"]):
             status = "expiring"
@@ -115,19 +129,21 @@ class BatchRunner:
             return moved
         cursor = int(rec["cursor"])
         if status == "in_progress" and cursor < int(rec["total"]):
-            return await self._feed(batch_id, endpoint, rec["tenant"], cursor) or moved
-        if not await self.batches.in_flight(batch_id):
+            return await self._feed(batch_id, endpoint, rec["tenant"], cursor, in_flight) or moved
+        if not in_flight:
             await self._finalize(batch_id, rec["tenant"], "completed")
         return moved
 
-    async def _collect(self, batch_id: str, endpoint: str) -> bool:
-        """Answer the lines whose jobs ended; whether there were any."""
-        moved = False
+    async def _collect(self, batch_id: str, endpoint: str) -> tuple[bool, int]:
+        """Answer the lines whose jobs ended; whether there were any, and how many lines are
+        still in flight."""
+        moved, left = False, 0
         in_flight = await self.batches.in_flight(batch_id)
         # one field of each first (one round trip), the whole record only of a job that ended
         ended = await self.state.store.ended(list(in_flight.values()))
         for index, job_id in in_flight.items():
             if ended.get(job_id) is False:
+                left += 1
                 continue  # still running
             line = await self._line(batch_id, index)
             try:
@@ -141,7 +157,9 @@ class BatchRunner:
                 answer, ok = answer_of(endpoint, line.custom_id, line.body, job)
                 await self.batches.answer(batch_id, index, line.custom_id, answer, ok=ok)
                 moved = True
-        return moved
+            else:
+                left += 1
+        return moved, left
 
     async def _line(self, batch_id: str, index: int) -> Line:
         stored = await self.batches.next_lines(batch_id, index, 1)
@@ -185,20 +203,19 @@ class BatchRunner:
         queued = max(0, (await queue_depths(self.state.store.redis, [model]))[0] - busy)
         return {"": queued} if queued else {}
 
-    async def _feed(self, batch_id: str, endpoint: str, tenant: str, cursor: int) -> bool:
+    async def _feed(self, batch_id: str, endpoint: str, tenant: str, cursor: int, in_flight: int) -> bool:
         """Feed lines into the room there is; whether any was fed (or answered at once)."""
-        in_flight = len(await self.batches.in_flight(batch_id))
         first = await self.batches.next_lines(batch_id, cursor, 1)
         if not first:
             return False
-        job = line_job(endpoint, Line.of(cursor, first[0]).body)
-        room = await self._room(job.model or "", tenant, in_flight)
+        head = line_job(endpoint, Line.of(cursor, first[0]).body)
+        room = await self._room(head.model or "", tenant, in_flight)
         moved = False
         for offset, stored in enumerate(await self.batches.next_lines(batch_id, cursor, room)):
             index = cursor + offset
             line = Line.of(index, stored)
             try:
-                job = line_job(endpoint, line.body)
+                job = head if offset == 0 else line_job(endpoint, line.body)
                 job = job.model_copy(update={"metadata": {**job.metadata, "toolq_batch": batch_id}, "priority": 0})
                 key = f"batch:{batch_id}:{index}"
                 submitted = await enqueue(
@@ -225,8 +242,7 @@ class BatchRunner:
         for job_id in in_flight.values():
             with contextlib.suppress(JobNotFound):
                 await self.state.store.cancel(job_id)
-        await self._collect(batch_id, endpoint)
-        if await self.batches.in_flight(batch_id):
+        if (await self._collect(batch_id, endpoint))[1]:
             return  # running jobs stop at their next token; the next tick collects them
         rec = await self.batches.record(batch_id)
         assert rec is not None
@@ -246,6 +262,7 @@ class BatchRunner:
         await self._finalize(batch_id, rec["tenant"], status)
 
     async def _finalize(self, batch_id: str, tenant: str, status: str) -> None:
+        self._leased.pop(batch_id, None)
         await self.batches.set_status(batch_id, "finalizing")
         out, err = await self.batches.outputs(batch_id)
         out_id = err_id = None
