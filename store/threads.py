@@ -153,6 +153,14 @@ class ThreadStore:
             return run, True
         return thread, False
 
+    def _run_too_long(self, thread_id: str, count: int, adding: int, lead: int) -> ThreadLimitReached:
+        return ThreadLimitReached(
+            f"a run on thread {thread_id} would hold {count + adding + lead} messages (the thread's {count}, "
+            f"the input's {adding}" + (f", {lead} of instructions" if lead else "") + "), above the limit of "
+            f"{self.limits.run_messages} messages per job (TOOLQ_MAX_MESSAGES); start a new thread",
+            field="messages",
+        )
+
     def _too_many_messages(self, tenant: str, thread_id: str, count: int, adding: int) -> ThreadLimitReached:
         cap = self.max_messages(tenant)
         return ThreadLimitReached(
@@ -444,13 +452,7 @@ class ThreadStore:
         if int(code) == byte_quota.REFUSED:  # the tenant keeps its quota of bytes; nothing was written
             raise byte_quota.refusal(tenant, [code, active, *rest])
         if int(code) == -5 and of_run:
-            held, adding = int(active), len(request.messages) - lead
-            raise ThreadLimitReached(
-                f"a run on thread {thread_id} would hold {held + len(request.messages)} messages (the thread's "
-                f"{held}, the input's {adding}" + (f", {lead} of instructions" if lead else "") + "), above the "
-                f"limit of {self.limits.run_messages} messages per job (TOOLQ_MAX_MESSAGES); start a new thread",
-                field="messages",
-            )
+            raise self._run_too_long(thread_id, int(active), len(request.messages) - lead, lead)
         if int(code) == -5:
             raise self._too_many_messages(tenant, thread_id, int(active), len(request.messages) - lead)
         if int(code) <= -10:  # the queue bounds refused it (admit.lua); nothing was written

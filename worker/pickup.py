@@ -98,6 +98,9 @@ class WakeableWorker(Worker):
         """arq's start_jobs in one round trip: take the jobs no worker has in progress (the same
         check and in-progress mark, store/lua/arq_start.lua), then run each with arq's run_job."""
         free = self.max_jobs - self.job_counter
+        # a job running here is in progress for sure: the read after a feed that took its jobs
+        # at once (``Fed.placed``) costs no script call when the queue holds nothing else
+        job_ids = [j for j in job_ids if (t := self.tasks.get(j.decode())) is None or t.done()]
         if free <= 0 or not job_ids:
             return
         if self._taker is None:
