@@ -87,29 +87,30 @@ async def test_the_third_lost_attempt_quarantines_the_job_and_ends_it_once(store
 async def test_attempts_that_never_started_or_were_handed_back_do_not_count(store):
     job_id, _ = await store.submit(_request(), model="m")
     leases = Leases(store.redis)
+    # settle_ms=0: leases at 0 and 1 predate the Redis a test may have just started (claim.lua)
     # claimed before any worker started it (a pickup lost before `started`, unstall.lua)
     await store.redis.zadd(keys.LEASES, {job_id: 1})
-    assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1) == [Claim(job_id, 2, False)]
+    assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1, settle_ms=0) == [Claim(job_id, 2, False)]
     # started, then handed back on shutdown (its lease released to 0)
     await store.emit(job_id, EventType.started, {}, attempt=2, status=JobStatus.running, lease_ms=60_000, worker="w2")
     await leases.release(job_id)
-    assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1) == [Claim(job_id, 3, False)]
+    assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1, settle_ms=0) == [Claim(job_id, 3, False)]
     rec = await store.record(job_id)
     assert [(a.attempt, a.worker, a.ended) for a in rec.attempts] == [(1, "", "not_started"), (2, "w2", "handed_back")]
     assert rec.lost_attempts == 0 and not rec.quarantined
     # a lost attempt after them is the first that counts
     await _start(store, job_id, 3, "w3")
-    assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1) == [Claim(job_id, 4, True)]
+    assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1, settle_ms=0) == [Claim(job_id, 4, True)]
 
 
 async def test_a_quarantine_whose_claimer_died_is_claimed_again_under_the_same_attempt(store):
     job_id, _ = await store.submit(_request(), model="m")
     leases = Leases(store.redis)
     await _start(store, job_id, 1, "w1")
-    assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1) == [Claim(job_id, 2, True)]
+    assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1, settle_ms=0) == [Claim(job_id, 2, True)]
     # the claimer died before ending it: its short lease runs out
     await store.redis.zadd(keys.LEASES, {job_id: 1})
-    assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1) == [Claim(job_id, 2, True)]
+    assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1, settle_ms=0) == [Claim(job_id, 2, True)]
     assert await store.redis.hget(keys.QUARANTINED, "m") == b"1"  # counted once
     assert len((await store.record(job_id)).attempts) == 1
     assert await quarantine.end_lost(store, job_id, 2)
