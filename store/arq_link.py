@@ -195,12 +195,15 @@ class StalledPickups:
         return [r.decode() for r in released]
 
 
+RUN_AGAIN_S = 0.5  # how long a job that must run again waits on arq's queue (RunAgain's default)
+
+
 class RunAgain(Exception):
     """Raised by a job's run when its start could not be recorded durably (a failover under way):
     arq queues the job again and keeps its job key, as it does for its own ``Retry``. Returning
     instead would let arq finish the job (drop its key and queue entry) while the record, on the
     primary that survives, still says ``queued`` with no lease: a job no one would ever run."""
 
-    def __init__(self, defer_s: float = 0.5):
+    def __init__(self, defer_s: float = RUN_AGAIN_S):
         super().__init__(f"run again in {defer_s}s")
         self.defer_s = defer_s

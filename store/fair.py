@@ -62,6 +62,7 @@ class Dispatched:
     attempt: int
     queued: bool  # False: its stored arq job had expired; the caller enqueues it with arq
     placed: str = ""  # a job with a preferred worker: affinity, fallback_wait, fallback_gone, fallback_full
+    taken: bool = False  # marked in progress for the asking worker, which runs it (``Round.score``)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class Round:
     held_until_ms: int = 0
     lines_taken: int = 0  # of the jobs chosen, batch lines (their wake tokens are on the lines' list)
     spare_left: bool = False  # a batch line waits for a free engine slot
+    score: int = 0  # the queue score of the jobs chosen (Redis's clock): arq's run_job takes it
 
 
 class FairQueue:
@@ -84,11 +86,16 @@ class FairQueue:
         """Choose up to ``want`` jobs of the model fairly and put them on its arq queue."""
         return (await self.dispatch_for(model, want, worker="")).chosen
 
-    async def dispatch_for(self, model: str, want: int, *, worker: str, slots_free: int | None = None) -> Round:
+    async def dispatch_for(
+        self, model: str, want: int, *, worker: str, slots_free: int | None = None, take_ms: int | None = None
+    ) -> Round:
         """``dispatch`` for one asking worker (its id; '' none): jobs offered first to it come
         to it, jobs offered to another live worker wait for that worker (store/affinity.py).
         ``slots_free``: the worker's free engine slots, the most batch lines (``spare`` jobs) it
-        takes; the rest of ``want`` is its interactive reserve (None: all of ``want``)."""
+        takes; the rest of ``want`` is its interactive reserve (None: all of ``want``).
+        ``take_ms``: the jobs chosen are also marked in progress for the worker, with arq's mark of
+        that lifetime (``Dispatched.taken``), so it runs them without taking them off the queue
+        (None: they wait on the queue for a pickup)."""
         if want <= 0:
             return Round([])
         flat = await self._dispatch(
@@ -113,19 +120,27 @@ class FairQueue:
             worker_wake_prefix=keys.worker_wake(model, ""),
             wake_backlog=arq_link.WAKE_BACKLOG,
             slots_free=want if slots_free is None else slots_free,
+            progress_prefix=arq_link.IN_PROGRESS_KEY_PREFIX,
+            mark_ms=take_ms,
             **arq_link.stored_job_args(),
         )
-        held_until, lines_taken, spare_left, flat = int(flat[0]), int(flat[1]), int(flat[2]) == 1, flat[3:]
+        held_until, lines_taken, spare_left, score = int(flat[0]), int(flat[1]), int(flat[2]) == 1, int(flat[3])
+        flat = flat[4:]
         chosen = [
             Dispatched(
-                flat[i].decode(), flat[i + 1].decode(), int(flat[i + 2]), int(flat[i + 3]) == 1, flat[i + 4].decode()
+                flat[i].decode(),
+                flat[i + 1].decode(),
+                int(flat[i + 2]),
+                int(flat[i + 3]) == 1,
+                flat[i + 4].decode(),
+                int(flat[i + 5]) == 1,
             )
-            for i in range(0, len(flat), 5)
+            for i in range(0, len(flat), 6)
         ]
         for d in chosen:
             if not d.queued:  # waited past the stored arq job's lifetime: enqueue it afresh
                 await arq_link.enqueue_attempt(self.redis, d.job_id, model, d.attempt)
-        return Round(chosen, held_until, lines_taken, spare_left)
+        return Round(chosen, held_until, lines_taken, spare_left, score)
 
     async def waiting(self, model: str) -> dict[str, int]:
         """Jobs waiting for a fair turn, per tenant."""

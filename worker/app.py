@@ -168,7 +168,7 @@ def create_worker(
             await load
             await report_load(state)
 
-    async def feed(free: int) -> Fed:
+    async def feed(free: int, take_ms: int) -> Fed:
         fair = holder.get("fair")
         if fair is None:
             return Fed()
@@ -176,14 +176,15 @@ def create_worker(
         # the slots the engine has free: batch lines take only these, never the reserve beyond
         # them (the pickup counts a job writing its ending free already: WakeableWorker.free_early)
         slots_free = max(0, slots - (max_jobs - free))
-        done = await fair.dispatch_for(model, free, worker=worker_id, slots_free=slots_free)
+        done = await fair.dispatch_for(model, free, worker=worker_id, slots_free=slots_free, take_ms=take_ms)
         if done.lines_taken or done.spare_left:
             state.lines_seen_s = time.monotonic()
-        placed = tuple(arq_job_id(d.job_id, d.attempt) for d in done.chosen)
+        taken = tuple((arq_job_id(d.job_id, d.attempt), done.score) for d in done.chosen if d.taken)
+        offered = sum(d.taken and d.placed == "affinity" for d in done.chosen)
         if not done.held_until_ms:
-            return Fed(lines=done.lines_taken, placed=placed)
+            return Fed(lines=done.lines_taken, taken=taken, offered=offered)
         # a job left to another worker: look again when its wait ends (Redis's clock; a few ms of skew)
-        return Fed(max(0.0, done.held_until_ms / 1000 - time.time()) + 0.005, done.lines_taken, placed)
+        return Fed(max(0.0, done.held_until_ms / 1000 - time.time()) + 0.005, done.lines_taken, taken, offered)
 
     worker = holder["worker"] = make_worker(
         model=model,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -45,16 +45,20 @@ JobHandler = Callable[[str, int], Awaitable[str]]
 class Fed:
     """What a feed put on the queue: ``again``, the seconds until it should be asked again (a job
     left to another worker stops waiting for it then), None none; ``lines``, how many of the
-    jobs are batch lines, whose wake tokens are on the lines' own list; ``placed``, the arq ids
-    it chose for this worker, which the pickup takes at once."""
+    jobs are batch lines, whose wake tokens are on the lines' own list; ``taken``, (arq id, queue
+    score) of the jobs it chose and marked in progress for this worker, which the pickup runs at
+    once; ``offered``, how many of those were offered to this worker first, each with a wake token
+    on its own list (store/affinity.py)."""
 
     again: float | None = None
     lines: int = 0
-    placed: tuple[str, ...] = ()
+    taken: tuple[tuple[str, int], ...] = ()
+    offered: int = 0
 
 
-# Given the free slots, puts fairly chosen jobs on the queue.
-Feeder = Callable[[int], Awaitable[Fed]]
+# Given the free slots and the in-progress mark's lifetime (ms), puts fairly chosen jobs on the
+# queue and takes those it chose for this worker.
+Feeder = Callable[[int, int], Awaitable[Fed]]
 
 
 class WakeableWorker(Worker):
@@ -91,16 +95,28 @@ class WakeableWorker(Worker):
         self._taken = 0  # jobs start_jobs took in this look at the queue
         self._woken: str | None = None  # the list whose wake token woke this look (BLPOP)
         self._lines = 0  # of the jobs put on the queue for this look, batch lines
+        self._offered = 0  # of the jobs taken in this look, those offered to this worker first
         self._freed: set[str] = set()  # arq ids of jobs counted free while they write their ending
         self._place_freed = asyncio.Event()  # a full worker's wait ends when a place frees
+        # arq id -> until when (loop time) a queue read passes it over: it was in progress on another
+        # worker when arq_start.lua last looked (start_jobs)
+        self._elsewhere: dict[bytes, float] = {}
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs in one round trip: take the jobs no worker has in progress (the same
         check and in-progress mark, store/lua/arq_start.lua), then run each with arq's run_job."""
         free = self.max_jobs - self.job_counter
-        # a job running here is in progress for sure: the read after a feed that took its jobs
-        # at once (``Fed.placed``) costs no script call when the queue holds nothing else
-        job_ids = [j for j in job_ids if (t := self.tasks.get(j.decode())) is None or t.done()]
+        # a job stays on arq's queue while in progress, so under load most of what a read finds runs
+        # somewhere: here (its task), or on another worker, seen so by the last look; either costs no
+        # script call. Another worker's job can be taken again only once arq queued it again, for
+        # RUN_AGAIN_S at the soonest, or once its mark lapsed (hours), so a look that passes it over
+        # for that long never leaves a takeable job behind.
+        now = self.loop.time()
+        job_ids = [
+            j
+            for j in job_ids
+            if ((t := self.tasks.get(j.decode())) is None or t.done()) and self._elsewhere.get(j, 0.0) <= now
+        ]
         if free <= 0 or not job_ids:
             return
         if self._taker is None:
@@ -114,6 +130,15 @@ class WakeableWorker(Worker):
             mark_ms=int(self.in_progress_timeout_s * 1000),
             now_ms=timestamp_ms(),
         )
+        if len(taken) < free:  # not cut short by the limit: every id left was refused
+            took = {arq_id.encode() for arq_id, _ in taken}
+            until = now + arq_link.RUN_AGAIN_S
+            self._elsewhere = {j: u for j, u in self._elsewhere.items() if u > now}
+            self._elsewhere.update((j, until) for j in job_ids if j not in took)
+        await self._run_taken(taken)
+
+    async def _run_taken(self, taken: Sequence[tuple[str, int]]) -> None:
+        """Run the jobs marked in progress for this worker, each with arq's run_job."""
         self._taken += len(taken)
         for job_id, score in taken:
             await self.sem.acquire()  # free: job_counter was below max_jobs for each of them
@@ -144,17 +169,17 @@ class WakeableWorker(Worker):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.poll_delay_s
         while True:
-            self._taken = self._lines = 0
+            self._taken = self._lines = self._offered = 0
             again: float | None = None
             try:
                 if self.feed is not None and self.allow_pick_jobs and self.job_counter < self.max_jobs:
-                    fed = await self.feed(self.max_jobs - self.job_counter)
-                    again, self._lines = fed.again, fed.lines
-                    # the jobs chosen for this worker start now, not after a read of arq's queue:
-                    # a round trip off each pickup, the one that grows most while the worker is
-                    # busy (bench/bench_batch_api.py); the read below still finds the rest (retries)
-                    if fed.placed:
-                        await self.start_jobs([arq_id.encode() for arq_id in fed.placed])
+                    fed = await self.feed(self.max_jobs - self.job_counter, int(self.in_progress_timeout_s * 1000))
+                    again, self._lines, self._offered = fed.again, fed.lines, fed.offered
+                    # the jobs chosen for this worker were taken in the same step (dispatch.lua) and
+                    # start now, with no read of arq's queue nor arq_start.lua: two round trips off
+                    # each pickup (bench/bench_batch_api.py, bench/bench_capacity.py); the read below
+                    # still finds the rest (retries, jobs enqueued without fair share)
+                    await self._run_taken(fed.taken)
                 await super()._poll_iteration()
                 await self._drop_spent_tokens()
             except (RedisError, OSError) as e:
@@ -171,10 +196,15 @@ class WakeableWorker(Worker):
         tokens of the jobs it took (n, less the one that woke it): drop that many of the oldest,
         or each would wake a worker for a look at a queue that no longer holds its job (a wake
         list read, a dispatch and a queue read each); batch lines' from their own list, the
-        others' from the model's. A token dropped in error costs at most a poll delay: the loop
-        looks again every ``poll_delay``."""
+        others' from the model's, and a second token of each job offered to this worker first from
+        its own list (dispatch.lua drops those of jobs it gives to another worker). A token dropped
+        in error costs at most a poll delay: the loop looks again every ``poll_delay``."""
         lines = min(self._lines, self._taken)
-        spent: dict[str | None, int] = {self.wake_key: self._taken - lines, self.spare_wake_key: lines}
+        spent: dict[str | None, int] = {
+            self.wake_key: self._taken - lines,
+            self.spare_wake_key: lines,
+            self.own_wake_key: self._offered,
+        }
         if self._woken in spent:
             spent[self._woken] -= 1
         self._woken = None

@@ -34,6 +34,12 @@
 -- whose next job is a line and finds no free slot keeps its pass for this call, as a held one.
 -- The caller is told whether it saw lines (`lines`), and so looks again when one of its jobs ends.
 --
+-- Taken at once (`mark_ms` given): the jobs chosen for the asking worker are marked in progress
+-- here, with arq's own mark (the key and lifetime arq_start.lua sets), so the worker runs them
+-- without a second script call to take them off the queue. They stay on arq's queue, as every
+-- job in progress does, so a worker that dies before it starts them leaves them to unstall.lua,
+-- as after arq_start.lua. A job taken so needs no affinity reservation.
+--
 -- include: now.lua
 -- include: fair_keys.lua
 --
@@ -61,22 +67,25 @@
 -- ARGV[12] reserve_ms     how long a job placed by affinity is its worker's alone on arq's queue
 -- ARGV[13] slots_free     the asking worker's free engine slots: at most this many jobs chosen
 --                         here may be lines
+-- ARGV[14] progress_prefix arq's in-progress key prefix
+-- ARGV[15] mark_ms        the in-progress mark's lifetime (arq: job timeout + 10 s); '' takes nothing
 --
--- Returns {held_until, lines_taken, line_left, job id, tenant, attempt, stored, how, ...}:
+-- Returns {held_until, lines_taken, line_left, now, job id, tenant, attempt, stored, how, taken, ...}:
 -- lines_taken counts the lines chosen, line_left is 1 when a line was left for want of a free
 -- engine slot; held_until is the earliest
 -- `prefer_until` of a job left to another worker (0 none), so the caller looks again by then;
 -- stored 0 means the job's arq payload had expired while it waited, so it is not on the queue
 -- and the caller enqueues it with arq itself; how is '' (no preferred worker), 'affinity',
--- 'fallback_wait', 'fallback_gone' or 'fallback_full'.
+-- 'fallback_wait', 'fallback_gone' or 'fallback_full'. taken is 1 when the job was marked in progress for
+-- the asking worker, which runs it with score `now` (Redis's clock, the score it was queued with).
 
 -- Nothing waits (every look at the queue asks, most often for nothing): write nothing.
-if redis.call('EXISTS', tenants) == 0 then return {0, 0, 0} end
+if redis.call('EXISTS', tenants) == 0 then return {0, 0, 0, 0} end
 local now = redis_now_ms()
 local v = tonumber(redis.call('GET', vtime) or '0')
 local v_before = v
 local want_n = tonumber(want)
-local out = {0, 0, 0}
+local out = {0, 0, 0, now}
 local lines_taken, line_left = 0, 0
 local lines_ok = tonumber(slots_free)  -- lines this call may still choose
 local capped = {}
@@ -134,9 +143,15 @@ end
 -- or whose wait has passed): its worker frees a slot soon, and this worker's slot is better spent
 -- on a job whose cache may be here than on one that would evaluate its whole prompt again. This
 -- worker gets a job either way, so none waits on an idle worker for it.
+-- A job offered to another worker woke that worker on its own list (affinity_prefer.lua); taken
+-- here, that token would wake it for nothing: drop one.
+local function spend_offer(worker)
+  if worker and worker ~= '' and worker ~= asking then redis.call('RPOP', worker_wake_prefix .. worker) end
+end
+
 local function pick(wkey)
   local left = false
-  local full_id, full_attempt = nil, nil  -- the first job whose worker is full, taken last
+  local full_id, full_attempt, full_prefer = nil, nil, nil  -- the first job whose worker is full, taken last
   while true do
     local batch = redis.call('ZRANGE', wkey, 0, SCAN - 1)
     if #batch == 0 then break end
@@ -151,9 +166,10 @@ local function pick(wkey)
         local until_ms = tonumber(h[5] or '0') or 0
         local how = placement(h[4], until_ms)
         if how == 'fallback_full' then
-          if not full_id then full_id, full_attempt = id, h[3] end
+          if not full_id then full_id, full_attempt, full_prefer = id, h[3], h[4] end
         elseif how ~= nil then
           redis.call('ZREM', wkey, id)
+          spend_offer(h[4])
           if h[6] == '1' then lines_taken = lines_taken + 1 end
           return id, h[3], how, left
         end
@@ -163,9 +179,12 @@ local function pick(wkey)
           if not woken[h[4]] then  -- its worker may be blocked on its own wake list: wake it
             woken[h[4]] = true
             local own = worker_wake_prefix .. h[4]
-            redis.call('LPUSH', own, id)
-            redis.call('LTRIM', own, 0, tonumber(wake_backlog) - 1)
-            redis.call('PEXPIRE', own, 60000)
+            -- unless a token waits there already (the offer's own, affinity_prefer.lua): a second
+            -- would wake it again for nothing
+            if redis.call('LLEN', own) == 0 then
+              redis.call('LPUSH', own, id)
+              redis.call('PEXPIRE', own, 60000)
+            end
           end
         end
       else
@@ -177,6 +196,7 @@ local function pick(wkey)
   end
   if full_id then
     redis.call('ZREM', wkey, full_id)
+    spend_offer(full_prefer)
     return full_id, full_attempt, 'fallback_full', left
   end
   return nil, nil, nil, left
@@ -220,6 +240,11 @@ while n_out < want_n do
     local arq_id = picked .. ':' .. attempt
     local stored = redis.call('PEXPIRE', arq_prefix .. arq_id, expires_ms)
     if stored == 1 then redis.call('ZADD', queue, now, arq_id) end
+    local taken = 0
+    if stored == 1 and mark_ms ~= '' and asking ~= '' then
+      -- NX: a mark of this arq id means another worker has it (arq_start.lua's rule)
+      if redis.call('SET', progress_prefix .. arq_id, '1', 'PX', mark_ms, 'NX') then taken = 1 end
+    end
     redis.call('ZADD', tenant_running_key(running_prefix, chosen), now, picked)
     redis.call('HINCRBY', started, chosen, 1)
     if how == '' then
@@ -227,7 +252,7 @@ while n_out < want_n do
     else
       redis.call('HINCRBY', counts, how, 1)
       redis.call('HSET', job_prefix .. '{' .. picked .. '}', 'placed', how, 'placed_ms', now)
-      if how == 'affinity' then
+      if how == 'affinity' and taken == 0 then
         local until_ms = now + tonumber(reserve_ms)
         redis.call('HSET', reserved, arq_id, asking .. ' ' .. until_ms)
         redis.call('PEXPIRE', reserved, tonumber(reserve_ms) * 2)  -- entries no pickup saw go with it
@@ -238,6 +263,7 @@ while n_out < want_n do
     table.insert(out, attempt)
     table.insert(out, stored)
     table.insert(out, how)
+    table.insert(out, taken)
     n_out = n_out + 1
     lines_ok = lines_ok - 1  -- whatever it is, the job takes a free slot first
   end
