@@ -12,7 +12,7 @@ import time
 
 import redis as sync_redis
 
-from store import affinity, keys
+from store import affinity, arq_link, keys
 from store.conversation_keys import prefix_keys, request_keys, transcript_keys
 from store.fair import FairQueue
 from store.jobstore import JobStore
@@ -83,6 +83,67 @@ def test_the_preferred_worker_takes_it_and_it_is_reserved_for_it_on_the_queue(re
         assert await pickup(store, "wb", both) == ["job_x:1"]  # another worker leaves the reserved job
         assert await pickup(store, "wa", both) == [arq_id]  # its own worker takes it (job_x is in progress)
         assert not await store.redis.exists(keys.affinity_reserved(MODEL))  # taken: off the list
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_a_worker_that_dispatches_takes_its_jobs_in_the_same_step(redis_url):
+    async def go():
+        store, fair = await setup(redis_url, 5000, "wa", "wb")
+        mine, _ = await store.submit(req(), model=MODEL, prefer="wa")
+        plain, _ = await store.submit(req("other"), model=MODEL)
+        got = await fair.dispatch_for(MODEL, 2, worker="wa", take_ms=60_000)
+        assert sorted((d.job_id, d.placed, d.taken) for d in got.chosen) == sorted(
+            [(mine, "affinity", True), (plain, "", True)]
+        )
+        arq_ids = [f"{mine}:1", f"{plain}:1"]
+        for arq_id in arq_ids:
+            # on arq's queue, as every job in progress is, under arq's own in-progress mark
+            assert await store.redis.zscore(keys.queue(MODEL), arq_id) == got.score
+            assert 59_000 < await store.redis.pttl(arq_link.IN_PROGRESS_KEY_PREFIX + arq_id) <= 60_000
+        # so another worker's look at the queue leaves them, and none needs a reservation
+        taken = await arq_link.JobTaker(store.redis).take(
+            keys.queue(MODEL),
+            [a.encode() for a in arq_ids],
+            limit=2,
+            asking="wb",
+            reserved=keys.affinity_reserved(MODEL),
+            mark_ms=60_000,
+            now_ms=int(time.time() * 1000) + 1000,
+        )
+        assert taken == []
+        assert not await store.redis.exists(keys.affinity_reserved(MODEL))
+        # without take_ms the job only joins the queue: no mark
+        later, _ = await store.submit(req("later"), model=MODEL)
+        [d] = (await fair.dispatch_for(MODEL, 1, worker="wb")).chosen
+        assert (d.job_id, d.taken) == (later, False)
+        assert not await store.redis.exists(arq_link.IN_PROGRESS_KEY_PREFIX + f"{later}:1")
+        await store.close()
+
+    asyncio.run(go())
+
+
+def test_an_offer_leaves_one_wake_token_whoever_takes_the_job(redis_url):
+    async def go():
+        store, fair = await setup(redis_url, 5000, "wa", "wb")
+        own = keys.worker_wake(MODEL, "wa")
+        held, _ = await store.submit(req(), model=MODEL, prefer="wa")
+        assert await store.redis.llen(own) == 1  # the offer's token
+        assert (await fair.dispatch_for(MODEL, 1, worker="wb")).chosen == []
+        assert await store.redis.llen(own) == 1  # left to wa, whose list holds a token: not a second
+        await store.redis.delete(own)  # wa read it for a look that took something else
+        assert (await fair.dispatch_for(MODEL, 1, worker="wb")).chosen == []
+        assert await store.redis.llen(own) == 1  # woken again for the job left to it
+        await store.redis.delete(own)
+        # a job offered to a worker that is gone is taken by another: the offer's token goes with it
+        gone, _ = await store.submit(req("x"), model=MODEL, prefer="wz")
+        wz = keys.worker_wake(MODEL, "wz")
+        assert await store.redis.llen(wz) == 1
+        got = await fair.dispatch_for(MODEL, 2, worker="wb", take_ms=60_000)
+        assert [(d.job_id, d.placed) for d in got.chosen] == [(gone, "fallback_gone")]
+        assert await store.redis.llen(wz) == 0
+        assert held not in [d.job_id for d in got.chosen]
         await store.close()
 
     asyncio.run(go())
