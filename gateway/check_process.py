@@ -16,6 +16,11 @@ to check it with. What comes back is a verdict, not a model: the loop builds the
 with the checks already done (toolq/wire/protocol.py, ``STORED``). The process reads the same
 ``TOOLQ_`` settings as the gateway: they are sent with each call, so a bound changed after the
 process started still applies.
+
+A batch's input file is read in a second such process (``in_file_process``): its tens of
+thousands of lines take seconds to check, and in the checks' process they would hold up every
+other tenant's request checks behind them; in a thread they held ``/healthz`` up to 250 ms
+(bench/bench_batch_create.py).
 """
 
 from __future__ import annotations
@@ -33,14 +38,12 @@ from typing import Any, TypeVar
 
 import structlog
 
-__all__ = ["NICE", "in_check_process", "warm"]
+__all__ = ["NICE", "in_check_process", "in_file_process", "warm", "warm_files"]
 
 T = TypeVar("T")
 log = structlog.get_logger("toolq.gateway")
 
 NICE = 19  # the checks yield the CPU to the loop and to the host's other processes (10 left B at 1.4x)
-
-_pool: ProcessPoolExecutor | None = None
 
 
 def _start(gateway_pid: int) -> None:
@@ -66,30 +69,51 @@ def _call(settings: dict[str, str], fn: Callable[..., T], *args: Any) -> T:
     return fn(*args)
 
 
-def _executor() -> ProcessPoolExecutor:
-    global _pool
-    if _pool is None:
-        # spawn: the gateway runs threads (the loop's pool, the clients'), which fork would copy
-        # in whatever state they hold
-        _pool = ProcessPoolExecutor(
-            1, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(os.getpid(),)
-        )
-    return _pool
+class _Process:
+    """One process of the gateway's own, started on first use and again if it died."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            # spawn: the gateway runs threads (the loop's pool, the clients'), which fork would copy
+            # in whatever state they hold
+            self._pool = ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"), initializer=_start, initargs=(os.getpid(),)
+            )
+        return self._pool
+
+    @property
+    def started(self) -> bool:
+        return self._pool is not None
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor(), _call, _settings(), fn, *args)
+        except BrokenProcessPool:
+            # the process died (killed, or out of memory): one more try on a new one, so a request
+            # is never lost to a neighbour's crash
+            log.warning(f"{self.what} process died; starting another")
+            self._pool = None
+            return await loop.run_in_executor(self._executor(), _call, _settings(), fn, *args)
+
+
+_CHECKS = _Process("request check")
+_FILES = _Process("batch file")
 
 
 async def in_check_process(fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` in the check process (started on first use, and again if it died). ``fn``
     and its arguments must pickle; an exception it raises comes back as itself."""
-    global _pool
-    loop = asyncio.get_running_loop()
-    try:
-        return await loop.run_in_executor(_executor(), _call, _settings(), fn, *args)
-    except BrokenProcessPool:
-        # the process died (killed, or out of memory): one more try on a new one, so a request
-        # is never lost to a neighbour's crash
-        log.warning("request check process died; starting another")
-        _pool = None
-        return await loop.run_in_executor(_executor(), _call, _settings(), fn, *args)
+    return await _CHECKS.run(fn, *args)
+
+
+async def in_file_process(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in the batch files' process, as ``in_check_process`` runs it in its own."""
+    return await _FILES.run(fn, *args)
 
 
 def _ready(modules: tuple[str, ...]) -> bool:
@@ -102,8 +126,25 @@ async def warm(modules: tuple[str, ...]) -> None:
     """Start the process now and import ``modules`` there (the request models the checks read),
     so the first large request does not wait for them (about a second). Once per gateway
     process: an app made again (tests) finds it started."""
-    if _pool is None:
+    if not _CHECKS.started:
         try:
             await in_check_process(_ready, modules)
         except Exception:  # the first request will start it again, and say what failed
             log.warning("request check process did not start", exc_info=True)
+
+
+FILE_MODULES = ("gateway.openai.batches.lines",)  # what reading a batch's file imports
+
+
+def warm_files() -> None:
+    """Start the batch files' process in the background, if it is not yet: a file uploaded for a
+    batch is most often followed by the batch, which then does not wait for the start (about a
+    second). Not with the gateway: most gateways never read a batch file."""
+    if not _FILES.started:
+        task = asyncio.ensure_future(_FILES.run(_ready, FILE_MODULES))
+        task.add_done_callback(_quiet)
+
+
+def _quiet(task: asyncio.Future[bool]) -> None:
+    if not task.cancelled() and task.exception() is not None:  # the batch will start it again, and say why
+        log.warning("batch file process did not start", error=str(task.exception()))

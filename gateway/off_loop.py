@@ -5,16 +5,12 @@ holds them all. What a request may cost is bounded (toolq/wire/schema_bounds.py,
 a bounded request can still ask for a second of jsonschema's metaschema checks. So a request whose
 tools carry more than ``INLINE_OBJECTS`` schema objects is checked in the gateway's check process
 (gateway/check_process.py, which says why a thread was not enough), and the loop then builds the
-model without repeating the checks. Other heavy work that must hand back a large result (a batch
-file's lines) runs in ``off_loop``'s one thread, which nothing else uses (the loop's default pool
-serves the store's and the followers' work).
+model without repeating the checks. A batch's input file is read in a process of its own
+(gateway/check_process.py, ``in_file_process``).
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from fastapi.exceptions import RequestValidationError
@@ -24,18 +20,11 @@ from gateway.check_process import in_check_process
 from toolq.wire.protocol import STORED, tool_schemas
 from toolq.wire.schema_bounds import SchemaTooLarge, check_request_subschemas, count_objects
 
-__all__ = ["INLINE_OBJECTS", "off_loop", "problems", "validated"]
+__all__ = ["INLINE_OBJECTS", "problems", "validated"]
 
-T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 
 INLINE_OBJECTS = 64  # schema objects a request's tools may hold and still be checked on the loop
-_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolq-off-loop")
-
-
-async def off_loop(fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in the off-loop thread."""
-    return await asyncio.get_running_loop().run_in_executor(_POOL, fn, *args)
 
 
 def problems(model: type[BaseModel], data: dict[str, Any]) -> list[Any] | None:

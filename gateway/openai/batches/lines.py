@@ -27,7 +27,7 @@ from gateway.openai.responses.request import to_job as responses_job
 from toolq.wire.nesting import TooDeep, check_text_depth
 from toolq.wire.protocol import JobRequest
 
-__all__ = ["ENDPOINTS", "MAX_ERRORS", "Line", "line_job", "read_lines"]
+__all__ = ["ENDPOINTS", "MAX_ERRORS", "Line", "line_job", "read_lines", "stored_lines"]
 
 ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
 MAX_ERRORS = 1000
@@ -139,3 +139,10 @@ def read_lines(content: bytes, endpoint: str, max_lines: int) -> tuple[list[Line
             continue
         lines.append(Line(number - 1, custom_id, body))
     return lines, errors
+
+
+def stored_lines(content: bytes, endpoint: str, max_lines: int) -> tuple[list[str], list[dict[str, Any]]]:
+    """``read_lines`` as the batch files' process hands it back (gateway/check_process.py): each
+    good line as the batch stores it, and the errors."""
+    lines, errors = read_lines(content, endpoint, max_lines)
+    return [line.stored() for line in lines], errors

@@ -14,9 +14,9 @@ from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gateway.auth import Tenant
-from gateway.off_loop import off_loop
+from gateway.check_process import in_file_process
 from gateway.openai.batches.announce import webhook_of
-from gateway.openai.batches.lines import ENDPOINTS, read_lines
+from gateway.openai.batches.lines import ENDPOINTS, stored_lines
 from gateway.openai.errors import OpenAIError
 from gateway.openai.shared import error_responses
 from gateway.state import State
@@ -73,14 +73,15 @@ async def create_batch(body: BatchCreate, tenant: Tenant, state: State) -> dict[
         raise OpenAIError(404, f"No such File object: {body.input_file_id}", param="input_file_id", code="not_found")
     if stored.purpose != "batch":
         raise OpenAIError(400, f"file {stored.id} has purpose {stored.purpose!r}, not 'batch'", param="input_file_id")
-    lines, errors = await off_loop(read_lines, content, body.endpoint, state.settings.batch_max_lines)
+    # seconds of checks for a large file: in a process of their own, off the loop's GIL
+    lines, errors = await in_file_process(stored_lines, content, body.endpoint, state.settings.batch_max_lines)
     batch_id = await state.batches.create(
         tenant,
         endpoint=body.endpoint,
         input_file_id=stored.id,
         window_s=state.settings.batch_window_s,
         metadata=body.metadata,
-        lines=[line.stored() for line in lines],
+        lines=lines,
         errors=errors,
         webhook_url=webhook_of(state, tenant),
     )
