@@ -130,6 +130,7 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
         hub.start()
         runner.start()
         warming = asyncio.ensure_future(check_process.warm(CHECKED_MODELS))
+        check_process.warm_files()  # a gateway's first batch does not wait for the process's start
         try:
             # Start serving once subscribed, so the events of the first jobs are counted too; a
             # Redis that is down at startup must not keep the gateway from starting, though.

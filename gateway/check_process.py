@@ -137,9 +137,9 @@ FILE_MODULES = ("gateway.openai.batches.lines",)  # what reading a batch's file 
 
 
 def warm_files() -> None:
-    """Start the batch files' process in the background, if it is not yet: a file uploaded for a
-    batch is most often followed by the batch, which then does not wait for the start (about a
-    second). Not with the gateway: most gateways never read a batch file."""
+    """Start the batch files' process in the background, if it is not yet, so that a batch does
+    not wait for its start (about a second): with the gateway, and again on an upload if it
+    died."""
     if not _FILES.started:
         task = asyncio.ensure_future(_FILES.run(_ready, FILE_MODULES))
         task.add_done_callback(_quiet)
