@@ -129,8 +129,10 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
         observer.start()
         hub.start()
         runner.start()
-        warming = asyncio.ensure_future(check_process.warm(CHECKED_MODELS))
-        check_process.warm_files()  # a gateway's first batch does not wait for the process's start
+        warming = [
+            asyncio.ensure_future(check_process.warm(CHECKED_MODELS)),
+            asyncio.ensure_future(check_process.warm_files()),
+        ]
         try:
             # Start serving once subscribed, so the events of the first jobs are counted too; a
             # Redis that is down at startup must not keep the gateway from starting, though.
@@ -143,7 +145,8 @@ def create_app(settings: GatewaySettings | None = None, webhooks: WebhookSetting
         try:
             yield
         finally:
-            warming.cancel()
+            for w in warming:
+                w.cancel()
             await loop_watch.stop()
             await runner.stop()
             await hub.stop()

@@ -100,6 +100,16 @@ class _Process:
             self._pool = None
             return await loop.run_in_executor(self._executor(), _call, _settings(), fn, *args)
 
+    async def warm(self, modules: tuple[str, ...]) -> None:
+        """Start the process now and import ``modules`` there, so the first call does not wait
+        for them (about a second). Once per gateway process: an app made again (tests) finds it
+        started."""
+        if not self.started:
+            try:
+                await self.run(_ready, modules)
+            except Exception:  # the first call will start it again, and say what failed
+                log.warning(f"{self.what} process did not start", exc_info=True)
+
 
 _CHECKS = _Process("request check")
 _FILES = _Process("batch file")
@@ -123,28 +133,13 @@ def _ready(modules: tuple[str, ...]) -> bool:
 
 
 async def warm(modules: tuple[str, ...]) -> None:
-    """Start the process now and import ``modules`` there (the request models the checks read),
-    so the first large request does not wait for them (about a second). Once per gateway
-    process: an app made again (tests) finds it started."""
-    if not _CHECKS.started:
-        try:
-            await in_check_process(_ready, modules)
-        except Exception:  # the first request will start it again, and say what failed
-            log.warning("request check process did not start", exc_info=True)
+    """Start the check process and import ``modules`` there (the request models the checks read)."""
+    await _CHECKS.warm(modules)
 
 
 FILE_MODULES = ("gateway.openai.batches.lines",)  # what reading a batch's file imports
 
 
-def warm_files() -> None:
-    """Start the batch files' process in the background, if it is not yet, so that a batch does
-    not wait for its start (about a second): with the gateway, and again on an upload if it
-    died."""
-    if not _FILES.started:
-        task = asyncio.ensure_future(_FILES.run(_ready, FILE_MODULES))
-        task.add_done_callback(_quiet)
-
-
-def _quiet(task: asyncio.Future[bool]) -> None:
-    if not task.cancelled() and task.exception() is not None:  # the batch will start it again, and say why
-        log.warning("batch file process did not start", error=str(task.exception()))
+async def warm_files() -> None:
+    """Start the batch files' process, so that a gateway's first batch does not wait for it."""
+    await _FILES.warm(FILE_MODULES)

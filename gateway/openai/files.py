@@ -15,7 +15,6 @@ from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
 
 from gateway.auth import Tenant
-from gateway.check_process import warm_files
 from gateway.openai.errors import OpenAIError
 from gateway.openai.shared import error_responses
 from gateway.state import State
@@ -45,7 +44,6 @@ async def create_file(request: Request, tenant: Tenant, state: State) -> dict[st
         )
     if not isinstance(upload, UploadFile):
         raise OpenAIError(400, "the form has no file part ('file')", param="file")
-    warm_files()  # its batch will read it there
     content = await upload.read()
     try:
         stored = await state.files.put(tenant, upload.filename or "upload.jsonl", "batch", content)

@@ -137,18 +137,18 @@ local function placement(prefer, until_ms)
   return nil
 end
 
--- The tenant's best waiting job this worker may take: (id, attempt, how), or nil and whether
--- some job was left to another worker. A job whose own worker is full is taken only when no other
--- scanned job can be (this worker's own, one without a preferred worker, one whose worker is gone
--- or whose wait has passed): its worker frees a slot soon, and this worker's slot is better spent
--- on a job whose cache may be here than on one that would evaluate its whole prompt again. This
--- worker gets a job either way, so none waits on an idle worker for it.
 -- A job offered to another worker woke that worker on its own list (affinity_prefer.lua); taken
 -- here, that token would wake it for nothing: drop one.
 local function spend_offer(worker)
   if worker and worker ~= '' and worker ~= asking then redis.call('RPOP', worker_wake_prefix .. worker) end
 end
 
+-- The tenant's best waiting job this worker may take: (id, attempt, how), or nil and whether
+-- some job was left to another worker. A job whose own worker is full is taken only when no other
+-- scanned job can be (this worker's own, one without a preferred worker, one whose worker is gone
+-- or whose wait has passed): its worker frees a slot soon, and this worker's slot is better spent
+-- on a job whose cache may be here than on one that would evaluate its whole prompt again. This
+-- worker gets a job either way, so none waits on an idle worker for it.
 local function pick(wkey)
   local left = false
   local full_id, full_attempt, full_prefer = nil, nil, nil  -- the first job whose worker is full, taken last
