@@ -58,6 +58,8 @@ def signed_in(browser, gateway: str, key: str, viewport=LAPTOP):
     page.fill("#key", key)
     page.click("button[type=submit]")
     page.wait_for_url("**/ui")
+    # The header's "who" is filled once the dashboard's session read answers, after the URL settles.
+    page.wait_for_function("document.querySelector('[data-test=who]')?.textContent.trim()")
     page.errors = errors  # type: ignore[attr-defined]
     return ctx, page
 
