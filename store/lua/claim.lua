@@ -6,7 +6,8 @@
 -- After Redis restarts (its data restored from the AOF), every lease it holds has run out while
 -- it was down, live workers' jobs too. For settle_ms after the start, a lease that ran out
 -- before the start is left alone, so live workers can renew theirs first; only leases of
--- workers that stay silent are taken.
+-- workers that stay silent are taken. A lease handed back (deadline 0) is taken at once: no
+-- worker holds it.
 --
 -- Attempts are bounded (a poison job would otherwise take down every worker that takes it over):
 -- each taken-over attempt is appended to the record's `attempts` with its worker and how it
@@ -35,10 +36,21 @@
 local now = redis_now_ms()
 local uptime_s = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)'))
 local started = now - (uptime_s + 1) * 1000  -- whole seconds: err towards an earlier start
-local floor = '-inf'
-if now < started + tonumber(settle_ms) then floor = started end  -- only leases set since the start
+local expired
+if now < started + tonumber(settle_ms) then
+  -- settling: the leases set since the start, and those handed back (deadline 0), which no
+  -- worker holds and so none will renew
+  expired = redis.call('ZRANGEBYSCORE', leases, 0, 0, 'WITHSCORES', 'LIMIT', 0, tonumber(limit))
+  local room = tonumber(limit) - #expired / 2
+  if room > 0 then
+    for _, v in ipairs(redis.call('ZRANGEBYSCORE', leases, started, now, 'WITHSCORES', 'LIMIT', 0, room)) do
+      table.insert(expired, v)
+    end
+  end
+else
+  expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'WITHSCORES', 'LIMIT', 0, tonumber(limit))
+end
 local out = {}
-local expired = redis.call('ZRANGEBYSCORE', leases, floor, now, 'WITHSCORES', 'LIMIT', 0, tonumber(limit))
 for i = 1, #expired, 2 do
   local id, deadline = expired[i], tonumber(expired[i + 1])
   local key = job_prefix .. '{' .. id .. '}'

@@ -147,6 +147,30 @@ async def test_after_a_redis_restart_leases_from_before_it_are_left_to_their_wor
         await asyncio.to_thread(server.stop)
 
 
+async def test_after_a_redis_restart_a_lease_handed_back_is_claimed_at_once():
+    """A lease handed back on shutdown (deadline 0, store/leases.py) has no worker to renew it, so
+    the settle after a start does not hold it back; one from before the start still waits."""
+    from tests.support.redis_server import RedisServer
+
+    server = RedisServer()
+    await asyncio.to_thread(server.start)
+    store = JobStore.from_url(server.url + "/0")
+    try:
+        leases = Leases(store.redis)
+        held, _ = await store.submit(JobRequest(messages=[Message(role="user", content="a")]), model="m")
+        back, _ = await store.submit(JobRequest(messages=[Message(role="user", content="b")]), model="m")
+        now_ms = int((await store.redis.time())[0]) * 1000
+        await store.redis.zadd(keys.LEASES, {held: now_ms - 60_000, back: now_ms + 60_000})
+        await leases.release(back)
+        assert await store.redis.zscore(keys.LEASES, back) == 0
+        claimed = await leases.claim_expired("m", grace_ms=1000, settle_ms=60_000)
+        assert [(c.job_id, c.attempt) for c in claimed] == [(back, 2)]
+        assert await leases.claim_expired("m", grace_ms=1000, settle_ms=60_000) == []
+    finally:
+        await store.close()
+        await asyncio.to_thread(server.stop)
+
+
 async def test_the_record_codec_gives_back_every_hash_the_scripts_write(store):
     """submit, emit, pause, answer and the terminal event each write the hash; JobRecord reads each
     state and gives it back field for field (store/records.py)."""
