@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -124,51 +125,46 @@ async def test_unknown_job_is_not_found(store):
         await store.emit("job_nope", EventType.started)
 
 
-async def test_after_a_redis_restart_leases_from_before_it_are_left_to_their_workers():
-    """Leases restored from the AOF all ran out while Redis was down; live workers get to renew
-    theirs first, and only a lease set (and let lapse) since the start is claimed at once."""
+@asynccontextmanager
+async def just_started_redis():
+    """A store on a Redis started a moment ago, with two jobs of model ``m`` and Redis's time:
+    claim.lua's settle after a start applies to it."""
     from tests.support.redis_server import RedisServer
 
     server = RedisServer()
     await asyncio.to_thread(server.start)
     store = JobStore.from_url(server.url + "/0")
     try:
-        leases = Leases(store.redis)
-        old, _ = await store.submit(JobRequest(messages=[Message(role="user", content="a")]), model="m")
-        new, _ = await store.submit(JobRequest(messages=[Message(role="user", content="b")]), model="m")
+        a, _ = await store.submit(JobRequest(messages=[Message(role="user", content="a")]), model="m")
+        b, _ = await store.submit(JobRequest(messages=[Message(role="user", content="b")]), model="m")
         now_ms = int((await store.redis.time())[0]) * 1000
-        # a deadline from before this Redis started (as if restored), and one since then
-        await store.redis.zadd(keys.LEASES, {old: now_ms - 60_000, new: now_ms - 1})
-        claimed = await leases.claim_expired("m", grace_ms=1000, settle_ms=60_000)
-        assert [c.job_id for c in claimed] == [new]
-        assert [c.job_id for c in await leases.claim_expired("m", grace_ms=1000, settle_ms=0)] == [old]
+        yield store, Leases(store.redis), a, b, now_ms
     finally:
         await store.close()
         await asyncio.to_thread(server.stop)
 
 
+async def test_after_a_redis_restart_leases_from_before_it_are_left_to_their_workers():
+    """Leases restored from the AOF all ran out while Redis was down; live workers get to renew
+    theirs first, and only a lease set (and let lapse) since the start is claimed at once."""
+    async with just_started_redis() as (store, leases, old, new, now_ms):
+        # a deadline from before this Redis started (as if restored), and one since then
+        await store.redis.zadd(keys.LEASES, {old: now_ms - 60_000, new: now_ms - 1})
+        claimed = await leases.claim_expired("m", grace_ms=1000, settle_ms=60_000)
+        assert [c.job_id for c in claimed] == [new]
+        assert [c.job_id for c in await leases.claim_expired("m", grace_ms=1000, settle_ms=0)] == [old]
+
+
 async def test_after_a_redis_restart_a_lease_handed_back_is_claimed_at_once():
     """A lease handed back on shutdown (deadline 0, store/leases.py) has no worker to renew it, so
     the settle after a start does not hold it back; one from before the start still waits."""
-    from tests.support.redis_server import RedisServer
-
-    server = RedisServer()
-    await asyncio.to_thread(server.start)
-    store = JobStore.from_url(server.url + "/0")
-    try:
-        leases = Leases(store.redis)
-        held, _ = await store.submit(JobRequest(messages=[Message(role="user", content="a")]), model="m")
-        back, _ = await store.submit(JobRequest(messages=[Message(role="user", content="b")]), model="m")
-        now_ms = int((await store.redis.time())[0]) * 1000
+    async with just_started_redis() as (store, leases, held, back, now_ms):
         await store.redis.zadd(keys.LEASES, {held: now_ms - 60_000, back: now_ms + 60_000})
         await leases.release(back)
         assert await store.redis.zscore(keys.LEASES, back) == 0
         claimed = await leases.claim_expired("m", grace_ms=1000, settle_ms=60_000)
         assert [(c.job_id, c.attempt) for c in claimed] == [(back, 2)]
         assert await leases.claim_expired("m", grace_ms=1000, settle_ms=60_000) == []
-    finally:
-        await store.close()
-        await asyncio.to_thread(server.stop)
 
 
 async def test_the_record_codec_gives_back_every_hash_the_scripts_write(store):
