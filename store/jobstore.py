@@ -182,6 +182,7 @@ class JobStore:
         self.affinity_wait_ms = affinity_wait_ms if fair else 0
         self._emit = Script(redis, "emit")
         self._job_event = Script(redis, "job_event")
+        self._start = Script(redis, "start")
         self._pause = Script(redis, "pause")
         self._submit = Script(redis, "submit")
         self._answer = Script(redis, "answer")
@@ -332,29 +333,21 @@ class JobStore:
         lease_ms: int | None = None,
         usage: Usage | None = None,
         durable: bool = False,
-        worker: str | None = None,
     ) -> int:
         """Write one event; returns its seq. Raises JobEnded when the write is refused.
         ``usage`` is the job's tokens so far, the worker's own figures: with a terminal event it
         is added to its tenant's usage (store/usage.py); with a checkpoint, what it adds
         since the last count goes into the tenant's minute and day windows at once.
         ``durable``: return only once the replicas asked for have it (store/durability.py),
-        confirming for up to the hold time; raises NotReplicated when they never do.
-        ``worker`` is kept as the record's ``worker`` (the ``started`` event's writer)."""
+        confirming for up to the hold time; raises NotReplicated when they never do. An
+        attempt's ``started`` goes through ``start``."""
         terminal = type in TERMINAL_EVENTS
         if terminal and status is None:
             status = _STATUS_OF_TERMINAL[type]
         ts = now_ms()
         head, tail = _event_parts(job_id, type, data, ts)
         seq: int
-        if (
-            not terminal
-            and not durable
-            and worker is None
-            and lease_ms is None
-            and usage is None
-            and type not in deliveries.WEBHOOK_KIND
-        ):
+        if not terminal and not durable and lease_ms is None and usage is None and type not in deliveries.WEBHOOK_KIND:
             # touches only the job's own keys (one hash slot): store/lua/job_event.lua
             seq = await self._job_event(
                 job=keys.job(job_id),
@@ -403,7 +396,6 @@ class JobStore:
             thread_messages=await ending_messages(self.redis, job_id, type, result) if terminal else None,
             thread_prefix=keys.THREAD_PREFIX,
             job_prefix=keys.JOB_PREFIX,
-            worker=worker,
         )
         seq = int(seq)
         if seq <= 0:
@@ -413,6 +405,54 @@ class JobStore:
         ):
             raise durability.refuse(f"event {seq} ({type.value})", job_id, acked)
         return seq
+
+    async def start(
+        self,
+        job_id: str,
+        *,
+        attempt: int,
+        fresh: dict[str, Any],
+        resumed: dict[str, Any],
+        lease_ms: int,
+        worker: str,
+    ) -> tuple[int, JobRecord]:
+        """Write an attempt's ``started`` event and take its lease, and return the event's seq with
+        the record as it stands after it (store/lua/start.lua): the worker's start in one round
+        trip, with no read of its own before it. ``fresh`` and ``resumed`` are the event's data
+        for an attempt that starts afresh and for one that goes on from an earlier attempt or a
+        checkpoint; the record decides which. Raises JobEnded when the write is refused (the job
+        ended, a newer attempt owns it, or there is no such job), and NotReplicated when the
+        replicas asked for never confirm it (store/durability.py): a start that a failover could
+        lose must not run."""
+        ts = now_ms()
+        head, tail_fresh = _event_parts(job_id, EventType.started, fresh, ts)
+        _, tail_resumed = _event_parts(job_id, EventType.started, resumed, ts)
+        reply, acked = await self.durability.write(
+            self.redis,
+            self._start,
+            job=keys.job(job_id),
+            log=keys.log(job_id),
+            leases=keys.LEASES,
+            job_channel=keys.events_channel(job_id),
+            all_channel=keys.EVENTS_ALL,
+            head=head,
+            fresh=tail_fresh,
+            resumed=tail_resumed,
+            attempt=attempt,
+            maxlen=self.stream_maxlen,
+            job_id=job_id,
+            lease_ms=lease_ms,
+            worker=worker,
+        )
+        seq = int(reply[0])
+        if seq <= 0:
+            raise JobEnded(job_id, _REFUSED[seq])
+        if self.durability.short(acked) and not await self.durability.confirm(
+            self.redis, job_id, seq=seq, attempt=attempt
+        ):
+            raise self.durability.refuse(f"event {seq} (started)", job_id, acked)
+        fields = reply[1:]
+        return seq, JobRecord.from_hash(job_id, dict(zip(fields[::2], fields[1::2], strict=True)))
 
     async def pause(
         self,

@@ -1,6 +1,6 @@
 """A job's record, the hash ``toolq:job:{id}``, typed: ``JobRecord`` and its one codec.
 
-The hash is written by the Lua scripts (store/lua/submit.lua, emit.lua, pause.lua,
+The hash is written by the Lua scripts (store/lua/submit.lua, start.lua, emit.lua, pause.lua,
 answer.lua, claim.lua) and read here only: ``from_hash`` turns every field into its type and
 ``to_hash`` gives the fields back as the scripts write them (tests/unit/store/test_records.py
 pins both against every field the scripts name). The JSON fields (request, result, checkpoint,
@@ -62,12 +62,12 @@ FIELDS = (
     "thread_strategy",
     "traceparent",  # the W3C trace context the job's spans continue (toolq/tracing/carrier.py)
     "tracestate",
-    "worker",  # the worker of the latest started attempt (emit.lua, with `started`)
+    "worker",  # the worker of the latest started attempt (start.lua, with `started`)
     "prefer",  # affinity (store/affinity.py): the worker the job is offered to first,
     "prefer_until",  # until when (unix ms, Redis's clock)
     "placed",  # how dispatch.lua placed it: affinity, fallback_wait, fallback_gone, fallback_full
     "placed_ms",  # when dispatch.lua gave it its tenant's turn (fair share on; Redis's clock)
-    "worker_attempt",  # the attempt `worker` started (emit.lua, with `started`)
+    "worker_attempt",  # the attempt `worker` started (start.lua, with `started`)
     # Takeovers (store/lua/claim.lua): each taken-over attempt's worker and how it ended
     # (JSON list of AttemptEnd), how many of them counted as lost, and '1' once the job is
     # quarantined (it ends worker_lost instead of being run again).

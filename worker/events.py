@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from store.jobstore import JobStore
+from store.records import JobRecord
 from toolq.wire.payloads import (
     CallDeltaData,
     CancelledData,
@@ -18,7 +19,7 @@ from toolq.wire.payloads import (
     ToolCallData,
     ToolResultData,
 )
-from toolq.wire.protocol import JobResult, JobStatus, ToolCall, Where
+from toolq.wire.protocol import JobResult, ToolCall, Where
 from worker import metrics
 from worker.conversation.state import checkpoint_usage
 from worker.formats.streaming import TurnDelta, TurnReader
@@ -47,17 +48,21 @@ class EventLog:
     async def _emit(self, data: EventData, **kw: Any) -> int:
         return await self.store.emit(self.job_id, data.type, data.to_wire(), attempt=self.attempt, **kw)
 
-    async def started(self, *, worker_id: str, model: str, resumed: bool) -> int:
-        # durable (store/durability.py): once the replicas hold the lease this writes, any
-        # later write a failover loses is recovered by a takeover when the lease runs out; without
-        # it, a job whose arq pick survived but whose start did not would wait queued for ever
-        return await self._emit(
-            StartedData(attempt=self.attempt, worker=worker_id, model=model, resumed=resumed),
-            status=JobStatus.running,
+    async def started(self, *, worker_id: str, model: str) -> JobRecord:
+        """Start the attempt and return the job's record as it stands after the start. Durable
+        (store/durability.py): once the replicas hold the lease this writes, any later write a
+        failover loses is recovered by a takeover when the lease runs out; without it, a job
+        whose arq pick survived but whose start did not would wait queued for ever."""
+        fresh = StartedData(attempt=self.attempt, worker=worker_id, model=model, resumed=False)
+        _, rec = await self.store.start(
+            self.job_id,
+            attempt=self.attempt,
+            fresh=fresh.to_wire(),
+            resumed=fresh.model_copy(update={"resumed": True}).to_wire(),
             lease_ms=self.lease_ms,
-            durable=True,
             worker=worker_id,
         )
+        return rec
 
     async def tool_call(
         self,

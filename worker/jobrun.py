@@ -16,7 +16,7 @@ from store.arq_link import RunAgain
 from store.conversation_keys import transcript_keys
 from store.durability import NotReplicated
 from store.errors import RedisError
-from store.jobstore import JobEnded, JobNotFound
+from store.jobstore import JobEnded
 from store.records import JobRecord
 from toolq.tenants import policy_of
 from toolq.wire.payloads import CancelledData, ErrorData, FinalData
@@ -47,23 +47,15 @@ log = structlog.get_logger("toolq.worker")
 
 async def run_job(state: WorkerState, job_id: str, attempt: int) -> str:
     """Run one attempt of a job. Returns a short word for the queue's log."""
-    store = state.store
-    try:
-        rec = await store.record(job_id)
-    except JobNotFound:
-        return "gone"
-    if rec.terminal or rec.attempt != attempt:
-        return "stale"  # an older queued copy of a job that moved on
-    checkpoint = rec.checkpoint
-    events = EventLog(store, job_id, attempt, lease_ms=state.settings.lease_ms)
+    events = EventLog(state.store, job_id, attempt, lease_ms=state.settings.lease_ms)
     # the queue runs each job in its own task, so this binds the job for everything it runs
     structlog.contextvars.bind_contextvars(job_id=job_id, attempt=attempt)
     try:
-        await events.started(
-            worker_id=state.worker_id, model=state.model, resumed=checkpoint is not None or attempt > 1
-        )
-    except JobEnded:
-        return "ended"
+        # the start hands back the record: no read before it (store/lua/start.lua)
+        rec = await events.started(worker_id=state.worker_id, model=state.model)
+    except JobEnded as e:
+        # gone, ended, or an older queued copy of a job that moved on to a newer attempt
+        return "gone" if e.reason == "no such job" else "ended"
     except NotReplicated as e:
         # its start may not outlive a failover: run nothing, and have arq queue it again (its
         # record on the surviving primary may still say queued, with no lease to recover it by)

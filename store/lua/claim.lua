@@ -11,7 +11,7 @@
 --
 -- Attempts are bounded (a poison job would otherwise take down every worker that takes it over):
 -- each taken-over attempt is appended to the record's `attempts` with its worker and how it
--- ended. One that started (`worker_attempt`, set with `started` by emit.lua) and whose lease ran
+-- ended. One that started (`worker_attempt`, set with `started` by start.lua) and whose lease ran
 -- out counts as lost; one taken over before it started, or handed back (a lease released to 0 on
 -- shutdown, store/leases.py), does not: its job cannot have harmed a worker. When the
 -- lost attempts reach max_attempts the job is quarantined instead: it gets a new attempt all the

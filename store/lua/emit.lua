@@ -58,9 +58,6 @@
 -- ARGV[20] thread_messages  a thread run's messages for its thread (thread_end.lua); '' none
 -- ARGV[21] thread_prefix  store.keys.THREAD_PREFIX
 -- ARGV[22] job_prefix     store.keys.JOB_PREFIX
--- ARGV[23] worker         the worker that writes the event, kept as the record's `worker` (the
---                         `started` event sets it; answer.lua offers a resumed pause to it) with
---                         its attempt as `worker_attempt`; '' keeps them
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt,
 -- -2 not in the expected status, -3 no such job.
@@ -87,8 +84,6 @@ end
 local seq, ev = write_event(job, log, job_channel, all_channel, head, tail, attempt, only_if_status, maxlen)
 if seq <= 0 then return seq end
 if status ~= '' then redis.call('HSET', job, 'status', status) end
--- the attempt it started: claim.lua counts a taken-over attempt as lost only if it started
-if worker ~= '' then redis.call('HSET', job, 'worker', worker, 'worker_attempt', attempt) end
 if checkpoint ~= '' then redis.call('HSET', job, 'checkpoint', checkpoint) end
 if terminal ~= '1' and checkpoint ~= '' and (prompt_tokens ~= '' or completion_tokens ~= '') then
   local who = redis.call('HGET', job, 'tenant')

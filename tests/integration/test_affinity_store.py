@@ -242,15 +242,10 @@ def test_a_resumed_pause_is_offered_to_the_worker_that_ran_it(redis_url):
         got = await fair.dispatch_for(MODEL, 1, worker="wa")
         assert [d.job_id for d in got.chosen] == [job]
         from toolq.wire.payloads import StartedData
-        from toolq.wire.protocol import EventType, PendingAction
+        from toolq.wire.protocol import PendingAction
 
-        await store.emit(
-            job,
-            EventType.started,
-            StartedData(attempt=1, worker="wa", model=MODEL).to_wire(),
-            attempt=1,
-            worker="wa",
-        )
+        data = StartedData(attempt=1, worker="wa", model=MODEL).to_wire()
+        await store.start(job, attempt=1, fresh=data, resumed=data, lease_ms=60_000, worker="wa")
         pending = [PendingAction(id="c1", name="f", arguments={}, kind="client", where="client")]
         await store.pause(job, attempt=1, pending=pending, deadline_ms=int(time.time() * 1000) + 60_000, checkpoint={})
         assert await store.answer_actions(job, [("c1", {"output": "ok"})], "client")

@@ -33,15 +33,8 @@ async def store(redis_url):
 
 async def _start(store: JobStore, job_id: str, attempt: int, worker: str) -> None:
     """An attempt starts on a worker, with a lease that has already run out (its worker is lost)."""
-    await store.emit(
-        job_id,
-        EventType.started,
-        {"attempt": attempt, "worker": worker},
-        attempt=attempt,
-        status=JobStatus.running,
-        lease_ms=-1,
-        worker=worker,
-    )
+    data = {"attempt": attempt, "worker": worker}
+    await store.start(job_id, attempt=attempt, fresh=data, resumed=data, lease_ms=-1, worker=worker)
 
 
 async def test_the_third_lost_attempt_quarantines_the_job_and_ends_it_once(store):
@@ -92,7 +85,7 @@ async def test_attempts_that_never_started_or_were_handed_back_do_not_count(stor
     await store.redis.zadd(keys.LEASES, {job_id: 1})
     assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1, settle_ms=0) == [Claim(job_id, 2, False)]
     # started, then handed back on shutdown (its lease released to 0)
-    await store.emit(job_id, EventType.started, {}, attempt=2, status=JobStatus.running, lease_ms=60_000, worker="w2")
+    await store.start(job_id, attempt=2, fresh={}, resumed={}, lease_ms=60_000, worker="w2")
     await leases.release(job_id)
     assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1, settle_ms=0) == [Claim(job_id, 3, False)]
     rec = await store.record(job_id)

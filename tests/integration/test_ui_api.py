@@ -15,7 +15,7 @@ from store.jobstore import JobStore
 from store.leases import Leases
 from tests.integration.gateway_support import asgi_client, register_fake_worker
 from tests.support.pauses import paused_job, pending
-from toolq.wire.protocol import EventType, JobRequest, JobStatus
+from toolq.wire.protocol import JobRequest
 
 A, B, OP = "key-a", "key-b", "key-operator"
 JOB = {"messages": [{"role": "user", "content": "hi"}]}
@@ -187,9 +187,8 @@ async def test_quarantined_jobs_are_marked_filtered_and_counted(http, store):
     """A job whose attempts kept losing their worker (store/lua/claim.lua) wears its mark in
     the list, the `quarantined` filter finds it, and /metrics counts it per model."""
     poisoned, healthy = await submit(http, A), await submit(http, A)
-    await store.emit(
-        poisoned, EventType.started, {}, attempt=1, status=JobStatus.running, lease_ms=-1, worker="w1"
-    )  # its lease has run out: its worker is lost
+    # its lease has run out: its worker is lost
+    await store.start(poisoned, attempt=1, fresh={}, resumed={}, lease_ms=-1, worker="w1")
     [claim] = await Leases(store.redis).claim_expired("m", grace_ms=5000, max_attempts=1)
     assert claim == (poisoned, 2, True)
     assert await quarantine.end_lost(store, poisoned, claim.attempt)

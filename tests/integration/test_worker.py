@@ -381,9 +381,7 @@ def test_a_slow_first_picker_of_a_handed_over_job_is_fenced_off(redis_url):
                         assert ev.data["attempt"] == 2, w.output()
                         break
                 try:
-                    await EventLog(s, job_id, 1, lease_ms=2000).started(
-                        worker_id="slow", model="slowpick", resumed=False
-                    )
+                    await EventLog(s, job_id, 1, lease_ms=2000).started(worker_id="slow", model="slowpick")
                 except JobEnded as e:
                     return e.reason
                 return "written"
