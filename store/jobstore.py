@@ -415,9 +415,9 @@ class JobStore:
         resumed: dict[str, Any],
         lease_ms: int,
         worker: str,
-    ) -> tuple[int, JobRecord]:
-        """Write an attempt's ``started`` event and take its lease, and return the event's seq with
-        the record as it stands after it (store/lua/start.lua): the worker's start in one round
+    ) -> JobRecord:
+        """Write an attempt's ``started`` event and take its lease, and return the record as it
+        stands after it (store/lua/start.lua): the worker's start in one round
         trip, with no read of its own before it. ``fresh`` and ``resumed`` are the event's data
         for an attempt that starts afresh and for one that goes on from an earlier attempt or a
         checkpoint; the record decides which. Raises JobEnded when the write is refused (the job
@@ -452,7 +452,7 @@ class JobStore:
         ):
             raise self.durability.refuse(f"event {seq} (started)", job_id, acked)
         fields = reply[1:]
-        return seq, JobRecord.from_hash(job_id, dict(zip(fields[::2], fields[1::2], strict=True)))
+        return JobRecord.from_hash(job_id, dict(zip(fields[::2], fields[1::2], strict=True)))
 
     async def pause(
         self,

@@ -54,7 +54,7 @@ class EventLog:
         failover loses is recovered by a takeover when the lease runs out; without it, a job
         whose arq pick survived but whose start did not would wait queued for ever."""
         fresh = StartedData(attempt=self.attempt, worker=worker_id, model=model, resumed=False)
-        _, rec = await self.store.start(
+        return await self.store.start(
             self.job_id,
             attempt=self.attempt,
             fresh=fresh.to_wire(),
@@ -62,7 +62,6 @@ class EventLog:
             lease_ms=self.lease_ms,
             worker=worker_id,
         )
-        return rec
 
     async def tool_call(
         self,

@@ -29,8 +29,8 @@
 -- Returns {seq, field, value, ...}: the event's seq and the record after the write; or {refusal}
 -- (event_write.lua).
 
-local checkpoint = redis.call('HGET', job, 'checkpoint')
-local goes_on = tonumber(attempt) > 1 or (checkpoint and checkpoint ~= '')
+-- its length only: a checkpoint can be a long conversation's state, copied out once below
+local goes_on = tonumber(attempt) > 1 or redis.call('HSTRLEN', job, 'checkpoint') > 0
 local seq = write_event(job, log, job_channel, all_channel, head, goes_on and resumed or fresh, attempt, '', maxlen)
 if seq <= 0 then return {seq} end
 redis.call('HSET', job, 'status', 'running', 'worker', worker, 'worker_attempt', attempt)
