@@ -181,10 +181,12 @@ def create_worker(
             state.lines_seen_s = time.monotonic()
         taken = tuple((arq_job_id(d.job_id, d.attempt), done.score) for d in done.chosen if d.taken)
         offered = sum(d.taken and d.placed == "affinity" for d in done.chosen)
+        whole = len(taken) == len(done.chosen)
         if not done.held_until_ms:
-            return Fed(lines=done.lines_taken, taken=taken, offered=offered)
+            return Fed(lines=done.lines_taken, taken=taken, offered=offered, whole=whole)
         # a job left to another worker: look again when its wait ends (Redis's clock; a few ms of skew)
-        return Fed(max(0.0, done.held_until_ms / 1000 - time.time()) + 0.005, done.lines_taken, taken, offered)
+        again = max(0.0, done.held_until_ms / 1000 - time.time()) + 0.005
+        return Fed(again, done.lines_taken, taken, offered, whole)
 
     worker = holder["worker"] = make_worker(
         model=model,

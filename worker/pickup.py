@@ -14,7 +14,7 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import structlog
 from arq.connections import ArqRedis
@@ -48,12 +48,14 @@ class Fed:
     jobs are batch lines, whose wake tokens are on the lines' own list; ``taken``, (arq id, queue
     score) of the jobs it chose and marked in progress for this worker, which the pickup runs at
     once; ``offered``, how many of those were offered to this worker first, each with a wake token
-    on its own list (store/affinity.py)."""
+    on its own list (store/affinity.py); ``whole``, whether it took every job it chose, so it left
+    none on arq's queue for a pickup to read."""
 
     again: float | None = None
     lines: int = 0
     taken: tuple[tuple[str, int], ...] = ()
     offered: int = 0
+    whole: bool = False
 
 
 # Given the free slots and the in-progress mark's lifetime (ms), puts fairly chosen jobs on the
@@ -101,6 +103,7 @@ class WakeableWorker(Worker):
         # arq id -> until when (loop time) a queue read passes it over: it was in progress on another
         # worker when arq_start.lua last looked (start_jobs)
         self._elsewhere: dict[bytes, float] = {}
+        self._read_at = float("-inf")  # loop time of the last read of arq's queue
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs in one round trip: take the jobs no worker has in progress (the same
@@ -137,6 +140,16 @@ class WakeableWorker(Worker):
             self._elsewhere.update((j, until) for j in job_ids if j not in took)
         await self._run_taken(taken)
 
+    async def _tend(self) -> None:
+        """arq's poll less its read of the queue: what it does after the read, as it does it."""
+        if self.allow_abort_jobs:
+            await self._cancel_aborted_jobs()
+        for job_id, t in list(self.tasks.items()):
+            if t.done():
+                del self.tasks[job_id]
+                t.result()  # as arq: an error of run_job itself surfaces here
+        await self.heart_beat()
+
     async def _run_taken(self, taken: Sequence[tuple[str, int]]) -> None:
         """Run the jobs marked in progress for this worker, each with arq's run_job."""
         self._taken += len(taken)
@@ -171,34 +184,45 @@ class WakeableWorker(Worker):
         while True:
             self._taken = self._lines = self._offered = 0
             again: float | None = None
+            read = True
             try:
                 if self.feed is not None and self.allow_pick_jobs and self.job_counter < self.max_jobs:
                     fed = await self.feed(self.max_jobs - self.job_counter, int(self.in_progress_timeout_s * 1000))
                     again, self._lines, self._offered = fed.again, fed.lines, fed.offered
                     # the jobs chosen for this worker were taken in the same step (dispatch.lua) and
-                    # start now, with no read of arq's queue nor arq_start.lua: two round trips off
-                    # each pickup (bench/bench_batch_api.py, bench/bench_capacity.py); the read below
-                    # still finds the rest (retries, jobs enqueued without fair share)
+                    # start now, with no read of arq's queue nor arq_start.lua (bench/bench_batch_api.py,
+                    # bench/bench_capacity.py)
                     await self._run_taken(fed.taken)
-                await super()._poll_iteration()
-                await self._drop_spent_tokens()
+                    # A feed that took all it chose left nothing on arq's queue; what else may be
+                    # there (a retry come due, a job enqueued without fair share) waits at most one
+                    # poll_delay for a read, as on plain arq: a worker fed line after line beside a
+                    # batch reads twice a second, not on every look.
+                    read = not (fed.whole and fed.taken) or loop.time() - self._read_at >= self.poll_delay_s
+                if read:
+                    self._read_at = loop.time()
+                    await super()._poll_iteration()
+                else:
+                    await self._tend()
+                spent = self._spent_tokens()
             except (RedisError, OSError) as e:
                 log.warning("queue poll failed; retrying", error=str(e))
                 await asyncio.sleep(min(1.0, self.poll_delay_s))
                 return
             left = deadline - loop.time()
             if left <= 0 or not self.allow_pick_jobs or self.wake_key is None:
+                await self._drop_tokens(spent)
                 return  # plain arq: its poll() sleeps the rest of poll_delay
-            await self._wait_for_work(left if again is None else max(0.001, min(left, again)))
+            await self._wait_for_work(left if again is None else max(0.001, min(left, again)), spent)
 
-    async def _drop_spent_tokens(self) -> None:
+    def _spent_tokens(self) -> list[tuple[str, int]]:
         """Every enqueue pushes one wake token, so a look that took n jobs leaves behind the
         tokens of the jobs it took (n, less the one that woke it): drop that many of the oldest,
         or each would wake a worker for a look at a queue that no longer holds its job (a wake
         list read, a dispatch and a queue read each); batch lines' from their own list, the
         others' from the model's, and a second token of each job offered to this worker first from
         its own list (dispatch.lua drops those of jobs it gives to another worker). A token dropped
-        in error costs at most a poll delay: the loop looks again every ``poll_delay``."""
+        in error costs at most a poll delay: the loop looks again every ``poll_delay``. They are
+        dropped on the way to the next wait, in its round trip (``_wait_for_work``)."""
         lines = min(self._lines, self._taken)
         spent: dict[str | None, int] = {
             self.wake_key: self._taken - lines,
@@ -208,27 +232,39 @@ class WakeableWorker(Worker):
         if self._woken in spent:
             spent[self._woken] -= 1
         self._woken = None
-        for key, n in spent.items():
-            if n > 0 and key is not None:
-                # redis-py types each command for both clients (a result or an awaitable)
-                await cast("Awaitable[bool]", self.pool.ltrim(key, 0, -n - 1))
+        return [(key, n) for key, n in spent.items() if n > 0 and key is not None]
 
-    async def _wait_for_work(self, timeout: float) -> None:
-        """Block until a job may be waiting: a wake token when a place is free, else a place
-        freeing (a job finished, or writing its ending: ``free_early``)."""
+    async def _drop_tokens(self, spent: list[tuple[str, int]]) -> None:
+        if spent:
+            try:
+                async with self.pool.pipeline(transaction=False) as pipe:
+                    for key, n in spent:
+                        pipe.ltrim(key, 0, -n - 1)
+                    await pipe.execute()
+            except (RedisError, OSError) as e:  # a token left costs one look: see _spent_tokens
+                log.warning("dropping spent wake tokens failed", error=str(e))
+
+    async def _wait_for_work(self, timeout: float, spent: list[tuple[str, int]]) -> None:
+        """Drop the spent wake tokens, then block until a job may be waiting: a wake token when a
+        place is free (in the same round trip as the drop), else a place freeing (a job finished,
+        or writing its ending: ``free_early``)."""
         if self.job_counter < self.max_jobs:
             try:
-                # redis-py types each command for both clients (a result or an awaitable); BLPOP takes
-                # fractional seconds since Redis 6, though redis-py types the timeout as an int.
                 lists = [self.own_wake_key, self.wake_key] if self.own_wake_key else [self.wake_key]
                 if self.spare_wake_key and self.job_counter < self.slots:
                     lists.append(self.spare_wake_key)  # a batch line takes only a free engine slot
-                woken = self.pool.blpop(lists, timeout=timeout)  # type: ignore[arg-type]
-                got = await cast("Awaitable[list[bytes] | None]", woken)
+                async with self.pool.pipeline(transaction=False) as pipe:
+                    for key, n in spent:
+                        pipe.ltrim(key, 0, -n - 1)
+                    # BLPOP takes fractional seconds since Redis 6, though redis-py types the
+                    # timeout as an int
+                    pipe.blpop(lists, timeout=timeout)  # type: ignore[arg-type]
+                    got = (await pipe.execute())[-1]
                 self._woken = got[0].decode() if got else None
             except (RedisError, OSError):
                 await asyncio.sleep(timeout)
         else:
+            await self._drop_tokens(spent)
             self._place_freed.clear()  # no await since the count was read: a later free sets it
             busy = [t for t in self.tasks.values() if not t.done()]
             if busy:

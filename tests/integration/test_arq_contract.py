@@ -157,6 +157,14 @@ def test_the_poll_hook_toolq_overrides_is_arqs():
     assert inspect.iscoroutinefunction(hook) and list(inspect.signature(hook).parameters) == ["self"]
     assert "await self._poll_iteration()" in inspect.getsource(Worker.main)  # arq's loop calls it every poll
     assert WakeableWorker._poll_iteration is not hook
+    # a look that skips the queue read still does the rest of arq's poll (WakeableWorker._tend)
+    for line in (
+        "await self._cancel_aborted_jobs()",
+        "del self.tasks[job_id]",
+        "t.result()",
+        "await self.heart_beat()",
+    ):
+        assert line in inspect.getsource(hook), line
 
     async def noop() -> None: ...
 
