@@ -77,15 +77,16 @@ def _master(project: str) -> str | None:
 
 
 def _replica_known(project: str) -> bool:
-    """Every sentinel has found the replica (each learns it from the primary's INFO, every 10 s):
+    """Every sentinel has found the replica and the other sentinels (each learns it from the primary's INFO, every 10 s):
     the one elected to fail over may be any of them, and one that knows no replica aborts the
     failover (`-failover-abort-no-good-slave`) and is tried again only after twice the
     failover-timeout."""
     for sentinel in REDIS_PARTS[2:]:
         out = compose(project, *HA, "exec", "-T", sentinel, "redis-cli", "-p", "26379",
                       "sentinel", "master", "toolq", check=False).split()  # fmt: skip
-        if "num-slaves" not in out or int(out[out.index("num-slaves") + 1]) < 1:
-            return False
+        seen = dict(zip(out[::2], out[1::2], strict=False))
+        if int(seen.get("num-slaves", 0)) < 1 or int(seen.get("num-other-sentinels", 0)) < 2:
+            return False  # the election needs the others too
     return True
 
 
