@@ -234,12 +234,16 @@ class WakeableWorker(Worker):
         self._woken = None
         return [(key, n) for key, n in spent.items() if n > 0 and key is not None]
 
+    @staticmethod
+    def _trim(pipe: Any, spent: list[tuple[str, int]]) -> None:
+        for key, n in spent:
+            pipe.ltrim(key, 0, -n - 1)  # the n oldest
+
     async def _drop_tokens(self, spent: list[tuple[str, int]]) -> None:
         if spent:
             try:
                 async with self.pool.pipeline(transaction=False) as pipe:
-                    for key, n in spent:
-                        pipe.ltrim(key, 0, -n - 1)
+                    self._trim(pipe, spent)
                     await pipe.execute()
             except (RedisError, OSError) as e:  # a token left costs one look: see _spent_tokens
                 log.warning("dropping spent wake tokens failed", error=str(e))
@@ -254,8 +258,7 @@ class WakeableWorker(Worker):
                 if self.spare_wake_key and self.job_counter < self.slots:
                     lists.append(self.spare_wake_key)  # a batch line takes only a free engine slot
                 async with self.pool.pipeline(transaction=False) as pipe:
-                    for key, n in spent:
-                        pipe.ltrim(key, 0, -n - 1)
+                    self._trim(pipe, spent)
                     # BLPOP takes fractional seconds since Redis 6, though redis-py types the
                     # timeout as an int
                     pipe.blpop(lists, timeout=timeout)  # type: ignore[arg-type]
@@ -264,8 +267,8 @@ class WakeableWorker(Worker):
             except (RedisError, OSError):
                 await asyncio.sleep(timeout)
         else:
-            await self._drop_tokens(spent)
             self._place_freed.clear()  # no await since the count was read: a later free sets it
+            await self._drop_tokens(spent)  # a place freed meanwhile has set it again
             busy = [t for t in self.tasks.values() if not t.done()]
             if busy:
                 freed = asyncio.ensure_future(self._place_freed.wait())
