@@ -32,6 +32,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from store.submission import Submission
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis
@@ -78,9 +80,9 @@ def flood(url: str, fair: bool, n: int) -> tuple[float, float]:
     async def go() -> tuple[list[str], str]:
         store = JobStore.from_url(url, fair=fair)
         try:
-            a = [(await store.submit(req(), model=MODEL, tenant="a"))[0] for _ in range(n)]
+            a = [(await store.submit(Submission(req(), model=MODEL, tenant="a")))[0] for _ in range(n)]
             await asyncio.sleep(0.5)
-            return a, (await store.submit(req(), model=MODEL, tenant="b"))[0]
+            return a, (await store.submit(Submission(req(), model=MODEL, tenant="b")))[0]
         finally:
             await store.close()
 
@@ -106,7 +108,8 @@ def shares(url: str, fair: bool) -> Counter[str]:
             for tenant, n, weight in (("a", 340, 3), ("b", 140, 1)):
                 policy = TenantPolicy(weight=weight)
                 out[tenant] = [
-                    (await store.submit(req(), model=MODEL, tenant=tenant, policy=policy))[0] for _ in range(n)
+                    (await store.submit(Submission(req(), model=MODEL, tenant=tenant, policy=policy)))[0]
+                    for _ in range(n)
                 ]
             return out
         finally:

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import httpx
 
+from store.submission import Submission
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -118,7 +120,7 @@ async def direct_latency_ms(store: JobStore, model: str, n: int) -> list[float]:
     request = JobRequest(messages=[Message(role="user", content="hi")])
     for _ in range(n):
         t = time.perf_counter()
-        job_id, _ = await store.submit(request, model=model)
+        job_id, _ = await store.submit(Submission(request, model=model))
         async for ev in store.follow(job_id):
             if ev is not None and ev.terminal:
                 break

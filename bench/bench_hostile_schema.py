@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from store.submission import Submission
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -63,7 +65,7 @@ async def phase(store: JobStore, requests: list[JobRequest]) -> tuple[float, lis
     task = asyncio.create_task(probe.run())
     await asyncio.sleep(0.2)
     probe.worst_s = 0.0
-    ids = [(await store.submit(r, model="scripted"))[0] for r in requests]
+    ids = [(await store.submit(Submission(r, model="scripted")))[0] for r in requests]
     endings = []
     for job_id in ids:
         async for ev in store.follow(job_id):

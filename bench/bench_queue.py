@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from store.submission import Submission
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from store import keys
@@ -45,7 +47,7 @@ async def pickup_one(store: JobStore, text: str, model: str = "scripted") -> tup
     await asyncio.sleep(0.02)  # the worker is idle and waiting, as in production
     t0 = time.perf_counter()
     job_id, _ = await store.submit(
-        JobRequest(messages=[Message(role="user", content=text)], tool_choice="none"), model=model
+        Submission(JobRequest(messages=[Message(role="user", content=text)], tool_choice="none"), model=model)
     )
     queued = started = None
     t_started = None
@@ -89,8 +91,10 @@ async def _submit(url: str, text: str) -> str:
     try:
         return (
             await store.submit(
-                JobRequest(messages=[Message(role="user", content=text)], tool_choice="none", max_tokens=30000),
-                model="scripted",
+                Submission(
+                    JobRequest(messages=[Message(role="user", content=text)], tool_choice="none", max_tokens=30000),
+                    model="scripted",
+                )
             )
         )[0]
     finally:

@@ -56,6 +56,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from store.submission import Submission
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis.asyncio as aioredis
@@ -318,7 +320,7 @@ async def submit_one(store: JobStore, marker: str, opts: Options, report: Report
     deadline = time.monotonic() + opts.submit_retry_s
     while True:
         try:
-            job_id, _ = await store.submit(job_request(marker), model=MODEL)
+            job_id, _ = await store.submit(Submission(job_request(marker), model=MODEL))
             return job_id
         except (RedisError, OSError):
             report.submit_retries += 1

@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from store.submission import Submission
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from redis.exceptions import RedisError
@@ -268,7 +270,7 @@ async def _submit(store: JobStore, markers: list[str], rate: float, jobs: dict[s
             half.set()
         for _ in range(100):
             try:
-                jobs[m], _ = await store.submit(_request(m), model=MODEL)
+                jobs[m], _ = await store.submit(Submission(_request(m), model=MODEL))
                 return
             except (RedisError, OSError, NotReplicated):
                 await asyncio.sleep(0.2)

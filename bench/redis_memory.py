@@ -21,6 +21,8 @@ from pathlib import Path
 
 import redis
 
+from store.submission import Submission
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from store import byte_quota, keys
@@ -48,7 +50,9 @@ async def run(url: str, jobs: int, threads: int, turns: int, calls: int) -> None
     ids = []
     for _ in range(jobs):
         job_id, _ = await store.submit(
-            JobRequest(messages=[Message(role="user", content=PROMPT)], tools=["calculate_zorbix"]), model=model
+            Submission(
+                JobRequest(messages=[Message(role="user", content=PROMPT)], tools=["calculate_zorbix"]), model=model
+            )
         )
         ids.append(job_id)
     for job_id in ids:
@@ -103,7 +107,9 @@ async def run(url: str, jobs: int, threads: int, turns: int, calls: int) -> None
 
 async def answers(store: JobStore, r: redis.Redis, calls: int) -> None:
     """Bytes sent to Redis by each answer to a paused job of ``calls`` calls, and its record's size."""
-    job_id, _ = await store.submit(JobRequest(messages=[Message(role="user", content=PROMPT)]), model="paused")
+    job_id, _ = await store.submit(
+        Submission(JobRequest(messages=[Message(role="user", content=PROMPT)]), model="paused")
+    )
     await store.emit(job_id, EventType.started, {}, attempt=1, status=JobStatus.running, lease_ms=60_000)
     pending = [
         PendingAction(id=f"call_{i}", name="lookup", arguments={"q": "x" * 2_000}, kind="client", where="client")

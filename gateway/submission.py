@@ -26,6 +26,7 @@ from store.affinity import preferred_worker
 from store.conversation_keys import request_keys
 from store.fleet import queue_depths
 from store.jobstore import NotSubmitted, QueueAtLimit
+from store.submission import Submission
 from toolq.errors import BudgetExhausted, QueueFull, ToolqError
 from toolq.tenants import TenantPolicy, policy_of
 from toolq.tracing import current_carrier, entry_kind, genai, span
@@ -111,16 +112,18 @@ async def _enqueue(
     trace = current_carrier()
     try:
         job_id, created = await state.store.submit(
-            request,
-            model=model,
-            tenant=tenant,
-            idempotency_key=idempotency_key,
-            policy=policy_of(state.settings.tenants, tenant),
-            traceparent=trace.traceparent if trace else None,
-            tracestate=trace.tracestate if trace else None,
-            prefer=await _holder(state, request, model),
-            unserved_waiting=await _unserved_waiting(state, model),
-            spare=spare,
+            Submission(
+                request,
+                model=model,
+                tenant=tenant,
+                idempotency_key=idempotency_key,
+                policy=policy_of(state.settings.tenants, tenant),
+                traceparent=trace.traceparent if trace else None,
+                tracestate=trace.tracestate if trace else None,
+                prefer=await _holder(state, request, model),
+                unserved_waiting=await _unserved_waiting(state, model),
+                spare=spare,
+            )
         )
     except QueueAtLimit as e:
         raise queue_full(e, tenant, state) from None

@@ -28,6 +28,7 @@ from store.durability import Durability
 from store.job_index import INDEX_KEEP
 from store.records import ANSWER_PREFIX, JobRecord
 from store.scripts import Script
+from store.submission import Submission
 from store.thread_ending import ending_messages
 from toolq.errors import (
     AlreadyAnswered,
@@ -38,7 +39,6 @@ from toolq.errors import (
     UnknownToolCall,
     WrongActionKind,
 )
-from toolq.tenants import TenantPolicy
 from toolq.wire.payloads import CancelledData, QueuedData, RequiresActionData
 from toolq.wire.protocol import (
     TERMINAL_EVENTS,
@@ -196,52 +196,30 @@ class JobStore:
 
     # ------------------------------------------------------------------ submitting
 
-    async def submit(
-        self,
-        request: JobRequest,
-        *,
-        model: str | None,
-        tenant: str = "default",
-        idempotency_key: str | None = None,
-        max_queue_depth: int | None = None,
-        policy: TenantPolicy | None = None,
-        traceparent: str | None = None,
-        tracestate: str | None = None,
-        prefer: str | None = None,
-        unserved_waiting: int | None = None,
-        spare: bool = False,
-    ) -> tuple[str, bool]:
+    async def submit(self, sub: Submission) -> tuple[str, bool]:
         """Record, announce (``queued``) and enqueue a job, in one script. Returns (job id, created).
 
-        With an idempotency key, the same key from the same tenant returns the first job while it
-        exists, before anything else is checked (a key whose job has expired starts a new one).
-        Raises QueueAtLimit (TenantQueueAtLimit for the tenant's own limit) when the store's queue
-        bounds refuse it (store/admission.py; ``max_queue_depth`` overrides their depth), and
+        With an idempotency key (``sub.idempotency_key``, else the request's), the same key from the
+        same tenant returns the first job while it exists, before anything else is checked (a key
+        whose job has expired starts a new one). Raises QueueAtLimit (TenantQueueAtLimit for the
+        tenant's own limit) when the store's queue bounds refuse it (store/admission.py), and
         BudgetExhausted when the policy's token budgets have no room left for it, and
-        StoreQuotaExceeded when the tenant keeps its quota of bytes (store/byte_quota.py); otherwise the
-        job reserves its token ceiling against them in the same step (store/budget_holds.py). With
-        ``model`` None it only hands back the job the key names, and raises NotSubmitted when there
-        is none: a caller whose own checks refused the job asks so whether it is a retry.
-        ``policy`` (default: the bounds' policy of the tenant) records the tenant's weight and
-        running cap for the fair choice, and the job's token cap in its record. ``traceparent`` /
-        ``tracestate``: the trace the job's spans continue (toolq/tracing/carrier.py), kept in its
-        record. ``prefer`` names the worker the
-        job is offered to first (store/affinity.py), for ``affinity_wait_ms``.
-        ``unserved_waiting``: the model is declared and no worker serves it yet; the ``queued``
-        event says so, with this many jobs waiting. ``spare``: a job of spare capacity (a batch
-        line), which the fair choice gives only to a worker's free engine slot, never to its
-        interactive reserve (store/lua/dispatch.lua).
+        StoreQuotaExceeded when the tenant keeps its quota of bytes (store/byte_quota.py); otherwise
+        the job reserves its token ceiling against them in the same step (store/budget_holds.py).
+        With ``sub.model`` None it only hands back the job the key names, and raises NotSubmitted
+        when there is none. The parts of ``sub`` are described in store/submission.py.
         """
-        key = idempotency_key or request.idempotency_key
-        policy = policy or (self.bounds.policy(tenant) if self.bounds.tenants else None)
-        admission = self.bounds.script_args(tenant, max_queue_depth)
+        request, model, tenant = sub.request, sub.model, sub.tenant
+        key = sub.idempotency_key or request.idempotency_key
+        policy = sub.policy or (self.bounds.policy(tenant) if self.bounds.tenants else None)
+        admission = self.bounds.script_args(tenant, sub.max_queue_depth)
         if model is None and not key:
             raise NotSubmitted("no model and no idempotency key")
         job_id = new_job_id()
         created = now_ms()
         queued = QueuedData(model=model, attempt=1)
-        if unserved_waiting is not None:
-            queued = QueuedData(model=model, attempt=1, workers=0, waiting=unserved_waiting)
+        if sub.unserved_waiting is not None:
+            queued = QueuedData(model=model, attempt=1, workers=0, waiting=sub.unserved_waiting)
         head, tail = _event_parts(job_id, EventType.queued, queued.to_wire(), created)
         (code, value, *rest), acked = await self.durability.write(
             self.redis,
@@ -277,14 +255,14 @@ class JobStore:
             tenant_jobs=keys.tenant_jobs(tenant),
             all_jobs=keys.JOBS_ALL,
             index_keep=self.index_keep,
-            traceparent=traceparent,
-            tracestate=tracestate,
-            prefer=prefer,
+            traceparent=sub.traceparent,
+            tracestate=sub.tracestate,
+            prefer=sub.prefer,
             prefer_wait_ms=self.affinity_wait_ms,
             worker_wake_prefix=keys.worker_wake(model or "", ""),
             **budget_holds.script_args(request, policy),
             **byte_quota.script_args(self.bounds.byte_quota(tenant)),
-            spare=spare,
+            spare=sub.spare,
         )
         if code == -2:
             raise NotSubmitted("the idempotency key names no job")

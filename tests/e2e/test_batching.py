@@ -17,6 +17,7 @@ import pytest
 import redis as sync_redis
 
 from store.jobstore import JobStore
+from store.submission import Submission
 from tests.support.workers import WorkerProcess
 from tests.support.zorbix import ZORBIX
 from toolq.wire.protocol import Event, EventType, JobRequest, Message
@@ -203,7 +204,7 @@ async def test_four_concurrent_jobs_on_one_worker_each_make_the_right_call(redis
     store = JobStore.from_url(redis_url)
     try:
         pairs = [(15, 7), (3, 4), (20, 22), (8, 1)]
-        ids = [(await store.submit(_zorbix(a, b), model=MODEL))[0] for a, b in pairs]
+        ids = [(await store.submit(Submission(_zorbix(a, b), model=MODEL)))[0] for a, b in pairs]
         all_events = await asyncio.gather(*(_events(store, j) for j in ids))
     finally:
         await store.close()
@@ -227,7 +228,7 @@ async def test_cancel_one_of_four_running_jobs(redis_url, four_slot_worker):
             )
             for i in range(4)
         ]
-        ids = [(await store.submit(r, model=MODEL))[0] for r in stories]
+        ids = [(await store.submit(Submission(r, model=MODEL)))[0] for r in stories]
         followers = [asyncio.create_task(_events(store, j)) for j in ids]
         r = store.redis
         deadline = time.monotonic() + 60
@@ -269,7 +270,7 @@ def test_sigkill_of_a_worker_running_four_jobs(redis_url):
                 )
                 for a in (1, 2, 3, 4)
             ]
-            return [(await s.submit(q, model=MODEL))[0] for q in reqs]
+            return [(await s.submit(Submission(q, model=MODEL)))[0] for q in reqs]
         finally:
             await s.close()
 

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from store.jobstore import JobStore
+from store.submission import Submission
 from tests.support.workers import WorkerProcess
 from toolq.wire.protocol import EventType, JobRequest, Message
 from worker.settings import WorkerSettings, bundled_model_path
@@ -43,7 +44,7 @@ def real_worker(redis_url):
 async def _run_job(redis_url: str, request: JobRequest, timeout: float = 120):
     store = JobStore.from_url(redis_url)
     try:
-        job_id, _ = await store.submit(request, model=MODEL)
+        job_id, _ = await store.submit(Submission(request, model=MODEL))
 
         async def collect():
             return [e async for e in store.follow(job_id)]

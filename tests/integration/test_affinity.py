@@ -20,6 +20,7 @@ import redis as sync_redis
 from gateway.settings import GatewaySettings
 from store import keys
 from store.records import JobRecord
+from store.submission import Submission
 from tests.integration.gateway_support import CALL_ZORBIX, LiveGateway, private_redis
 from tests.support.workers import WorkerProcess, wait_free, write_rules
 
@@ -114,7 +115,7 @@ def occupy(stack: Stack, worker_id: str) -> str:
     async def go() -> str:
         store = JobStore.from_url(stack.url, fair=True, affinity_wait_ms=60_000)
         request = JobRequest(messages=[Message(role="user", content="slowjob")], tools=["calculate_zorbix"])
-        job, _ = await store.submit(request, model=MODEL, prefer=worker_id)
+        job, _ = await store.submit(Submission(request, model=MODEL, prefer=worker_id))
         await store.close()
         return job
 

@@ -17,6 +17,7 @@ from store.conversation_keys import prefix_keys, request_keys, transcript_keys
 from store.fair import FairQueue
 from store.jobstore import JobStore
 from store.scripts import Script
+from store.submission import Submission
 from tests.integration.gateway_support import register_fake_worker
 from toolq.wire.protocol import FunctionCall, JobRequest, Message, ToolCall
 
@@ -54,7 +55,7 @@ async def pickup(store: JobStore, worker: str, arq_ids: list[str]) -> list[str]:
 def test_a_job_offered_to_a_worker_waits_for_it_then_falls_back(redis_url):
     async def go():
         store, fair = await setup(redis_url, 400, "wa", "wb")
-        job, _ = await store.submit(req(), model=MODEL, prefer="wa")
+        job, _ = await store.submit(Submission(req(), model=MODEL, prefer="wa"))
         rec = await store.record(job)
         assert rec.prefer == "wa" and rec.prefer_until_ms
         # its worker is woken on its own list
@@ -74,7 +75,7 @@ def test_a_job_offered_to_a_worker_waits_for_it_then_falls_back(redis_url):
 def test_the_preferred_worker_takes_it_and_it_is_reserved_for_it_on_the_queue(redis_url):
     async def go():
         store, fair = await setup(redis_url, 5000, "wa", "wb")
-        job, _ = await store.submit(req(), model=MODEL, prefer="wa")
+        job, _ = await store.submit(Submission(req(), model=MODEL, prefer="wa"))
         mine = await fair.dispatch_for(MODEL, 1, worker="wa")
         assert [(d.job_id, d.placed) for d in mine.chosen] == [(job, "affinity")]
         arq_id = f"{job}:1"
@@ -91,8 +92,8 @@ def test_the_preferred_worker_takes_it_and_it_is_reserved_for_it_on_the_queue(re
 def test_a_worker_that_dispatches_takes_its_jobs_in_the_same_step(redis_url):
     async def go():
         store, fair = await setup(redis_url, 5000, "wa", "wb")
-        mine, _ = await store.submit(req(), model=MODEL, prefer="wa")
-        plain, _ = await store.submit(req("other"), model=MODEL)
+        mine, _ = await store.submit(Submission(req(), model=MODEL, prefer="wa"))
+        plain, _ = await store.submit(Submission(req("other"), model=MODEL))
         got = await fair.dispatch_for(MODEL, 2, worker="wa", take_ms=60_000)
         assert sorted((d.job_id, d.placed, d.taken) for d in got.chosen) == sorted(
             [(mine, "affinity", True), (plain, "", True)]
@@ -115,7 +116,7 @@ def test_a_worker_that_dispatches_takes_its_jobs_in_the_same_step(redis_url):
         assert taken == []
         assert not await store.redis.exists(keys.affinity_reserved(MODEL))
         # without take_ms the job only joins the queue: no mark
-        later, _ = await store.submit(req("later"), model=MODEL)
+        later, _ = await store.submit(Submission(req("later"), model=MODEL))
         [d] = (await fair.dispatch_for(MODEL, 1, worker="wb")).chosen
         assert (d.job_id, d.taken) == (later, False)
         assert not await store.redis.exists(arq_link.IN_PROGRESS_KEY_PREFIX + f"{later}:1")
@@ -128,7 +129,7 @@ def test_an_offer_leaves_one_wake_token_whoever_takes_the_job(redis_url):
     async def go():
         store, fair = await setup(redis_url, 5000, "wa", "wb")
         own = keys.worker_wake(MODEL, "wa")
-        held, _ = await store.submit(req(), model=MODEL, prefer="wa")
+        held, _ = await store.submit(Submission(req(), model=MODEL, prefer="wa"))
         assert await store.redis.llen(own) == 1  # the offer's token
         assert (await fair.dispatch_for(MODEL, 1, worker="wb")).chosen == []
         assert await store.redis.llen(own) == 1  # left to wa, whose list holds a token: not a second
@@ -137,7 +138,7 @@ def test_an_offer_leaves_one_wake_token_whoever_takes_the_job(redis_url):
         assert await store.redis.llen(own) == 1  # woken again for the job left to it
         await store.redis.delete(own)
         # a job offered to a worker that is gone is taken by another: the offer's token goes with it
-        gone, _ = await store.submit(req("x"), model=MODEL, prefer="wz")
+        gone, _ = await store.submit(Submission(req("x"), model=MODEL, prefer="wz"))
         wz = keys.worker_wake(MODEL, "wz")
         assert await store.redis.llen(wz) == 1
         got = await fair.dispatch_for(MODEL, 2, worker="wb", take_ms=60_000)
@@ -152,7 +153,7 @@ def test_an_offer_leaves_one_wake_token_whoever_takes_the_job(redis_url):
 def test_a_reservation_lapses_so_a_dead_workers_job_is_taken_by_another(redis_url):
     async def go():
         store, fair = await setup(redis_url, 5000, "wa", "wb")
-        job, _ = await store.submit(req(), model=MODEL, prefer="wa")
+        job, _ = await store.submit(Submission(req(), model=MODEL, prefer="wa"))
         await fair.dispatch_for(MODEL, 1, worker="wa")
         arq_id = f"{job}:1"
         # wa died before its look at the queue: once the reservation's time has passed, anyone takes it
@@ -167,11 +168,11 @@ def test_a_reservation_lapses_so_a_dead_workers_job_is_taken_by_another(redis_ur
 def test_a_gone_or_full_worker_gives_its_jobs_up_at_once(redis_url):
     async def go():
         store, fair = await setup(redis_url, 60_000, "wa", "wb")
-        gone, _ = await store.submit(req(), model=MODEL, prefer="wz")  # no registry entry
+        gone, _ = await store.submit(Submission(req(), model=MODEL, prefer="wz"))  # no registry entry
         got = await fair.dispatch_for(MODEL, 1, worker="wb")
         assert [(d.job_id, d.placed) for d in got.chosen] == [(gone, "fallback_gone")]
         await affinity.report_load(store.redis, MODEL, "wa", 1, 1)
-        full, _ = await store.submit(req(), model=MODEL, prefer="wa")
+        full, _ = await store.submit(Submission(req(), model=MODEL, prefer="wa"))
         got = await fair.dispatch_for(MODEL, 1, worker="wb")
         assert [(d.job_id, d.placed) for d in got.chosen] == [(full, "fallback_full")]
         assert await affinity.placements(store.redis, MODEL) == {
@@ -192,8 +193,8 @@ def test_a_full_workers_job_goes_after_the_asking_workers_own(redis_url):
     async def go():
         store, fair = await setup(redis_url, 60_000, "wa", "wb")
         await affinity.report_load(store.redis, MODEL, "wa", 1, 1)
-        theirs, _ = await store.submit(req("a"), model=MODEL, prefer="wa")
-        mine, _ = await store.submit(req("b"), model=MODEL, prefer="wb")
+        theirs, _ = await store.submit(Submission(req("a"), model=MODEL, prefer="wa"))
+        mine, _ = await store.submit(Submission(req("b"), model=MODEL, prefer="wb"))
         got = await fair.dispatch_for(MODEL, 1, worker="wb")
         assert [(d.job_id, d.placed) for d in got.chosen] == [(mine, "affinity")]
         got = await fair.dispatch_for(MODEL, 1, worker="wb")  # nothing else to take: at once
@@ -206,10 +207,10 @@ def test_a_full_workers_job_goes_after_the_asking_workers_own(redis_url):
 def test_a_held_job_passes_the_turn_to_its_tenants_next_job_and_the_shares_hold(redis_url):
     async def go():
         store, fair = await setup(redis_url, 60_000, "wa", "wb")
-        held, _ = await store.submit(req(), model=MODEL, tenant="t1", prefer="wa")
-        free1, _ = await store.submit(req(), model=MODEL, tenant="t1")
-        other, _ = await store.submit(req(), model=MODEL, tenant="t2")
-        free2, _ = await store.submit(req(), model=MODEL, tenant="t1")
+        held, _ = await store.submit(Submission(req(), model=MODEL, tenant="t1", prefer="wa"))
+        free1, _ = await store.submit(Submission(req(), model=MODEL, tenant="t1"))
+        other, _ = await store.submit(Submission(req(), model=MODEL, tenant="t2"))
+        free2, _ = await store.submit(Submission(req(), model=MODEL, tenant="t1"))
         # wb: t1's turn goes to its next job (not the one left to wa), then t2's turn, then t1's
         got = await fair.dispatch_for(MODEL, 3, worker="wb")
         assert [d.job_id for d in got.chosen] == [free1, other, free2]
@@ -226,8 +227,8 @@ def test_a_held_job_passes_the_turn_to_its_tenants_next_job_and_the_shares_hold(
 def test_a_tenant_whose_jobs_all_wait_for_their_worker_does_not_block_the_others(redis_url):
     async def go():
         store, fair = await setup(redis_url, 60_000, "wa", "wb")
-        await store.submit(req(), model=MODEL, tenant="t1", prefer="wa")
-        other, _ = await store.submit(req(), model=MODEL, tenant="t2")
+        await store.submit(Submission(req(), model=MODEL, tenant="t1", prefer="wa"))
+        other, _ = await store.submit(Submission(req(), model=MODEL, tenant="t2"))
         got = await fair.dispatch_for(MODEL, 2, worker="wb")
         assert [d.job_id for d in got.chosen] == [other]
         await store.close()
@@ -238,7 +239,7 @@ def test_a_tenant_whose_jobs_all_wait_for_their_worker_does_not_block_the_others
 def test_a_resumed_pause_is_offered_to_the_worker_that_ran_it(redis_url):
     async def go():
         store, fair = await setup(redis_url, 60_000, "wa", "wb")
-        job, _ = await store.submit(req(), model=MODEL)
+        job, _ = await store.submit(Submission(req(), model=MODEL))
         got = await fair.dispatch_for(MODEL, 1, worker="wa")
         assert [d.job_id for d in got.chosen] == [job]
         from toolq.wire.payloads import StartedData

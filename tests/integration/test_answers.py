@@ -10,6 +10,7 @@ import pytest
 
 from store import arq_link, keys, pauses
 from store.jobstore import JobNotFound, JobStore
+from store.submission import Submission
 from tests.support.pauses import paused_job, pending
 from toolq import errors
 from toolq.wire.protocol import ErrorCode, EventType, JobRequest, JobStatus, Message, now_ms
@@ -143,7 +144,7 @@ async def test_a_new_pause_clears_the_last_pauses_answers(store):
 
 
 async def test_answers_to_a_job_that_is_not_paused_are_refused(store):
-    queued, _ = await store.submit(JobRequest(messages=[Message(role="user", content="hi")]), model="m")
+    queued, _ = await store.submit(Submission(JobRequest(messages=[Message(role="user", content="hi")]), model="m"))
     before = await snapshot(store, queued)
     with pytest.raises(errors.NotPaused, match="is queued"):
         await store.answer_actions(queued, [("c1", {"content": "x"})], "client")

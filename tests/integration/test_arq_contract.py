@@ -24,6 +24,7 @@ from arq.worker import Worker, func
 from store import arq_link, keys
 from store.fair import FairQueue
 from store.jobstore import JobStore
+from store.submission import Submission
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.wire.protocol import EventType, JobRequest, Message
 from worker.pickup import WakeableWorker, arq_client, make_worker
@@ -102,7 +103,7 @@ async def run_by_arqs_own_worker(redis_url: str, model: str) -> list[tuple[str, 
 
 
 async def test_submit_writes_the_job_that_arq_enqueue_job_writes(store, arq):
-    job_id, _ = await store.submit(req(), model="m")
+    job_id, _ = await store.submit(Submission(req(), model="m"))
     ours_id = arq_link.arq_job_id(job_id, 1)
     # the same job, enqueued by arq itself into a queue of its own
     assert await arq.enqueue_job(arq_link.RUN_JOB, job_id, 1, _job_id="twin", _queue_name="twin-queue")
@@ -128,7 +129,7 @@ async def test_submit_writes_the_job_that_arq_enqueue_job_writes(store, arq):
 
 
 async def test_arqs_own_worker_runs_a_job_toolq_submitted(store, redis_url):
-    job_id, _ = await store.submit(req(), model="m")
+    job_id, _ = await store.submit(Submission(req(), model="m"))
     assert await run_by_arqs_own_worker(redis_url, "m") == [(job_id, 1)]
 
 
@@ -137,7 +138,7 @@ async def test_a_fair_job_is_stored_as_arq_stores_it_and_queued_only_when_dispat
     queue at dispatch: arq's own worker then runs it like any job it enqueued."""
     fair = JobStore.from_url(redis_url, fair=True)
     try:
-        job_id, _ = await fair.submit(req(), model="m", tenant="t")
+        job_id, _ = await fair.submit(Submission(req(), model="m", tenant="t"))
         arq_id = arq_link.arq_job_id(job_id, 1)
         assert await fair.redis.zcard(keys.queue("m")) == 0
         stored = deserialize_job(await fair.redis.get(job_key_prefix + arq_id), deserializer=arq_link.unpack)
@@ -198,7 +199,7 @@ def test_the_poll_hook_toolq_overrides_is_arqs():
 
 async def test_a_job_enqueued_by_a_plain_arq_client_runs(store, redis_url):
     # A toolq job record whose only queue entry comes from another service's arq client.
-    job_id, _ = await store.submit(req("from arq"), model="scripted")
+    job_id, _ = await store.submit(Submission(req("from arq"), model="scripted"))
     ours = arq_link.arq_job_id(job_id, 1)
     await store.redis.zrem(keys.queue("scripted"), ours)
     await store.redis.delete(job_key_prefix + ours)

@@ -13,6 +13,7 @@ import pytest
 
 from store import job_index, keys
 from store.jobstore import JobStore
+from store.submission import Submission
 from store.threads import ThreadLimits, ThreadStore
 from tests.support.pauses import paused_job, pending
 from toolq.wire.protocol import JobRequest, Message
@@ -51,7 +52,7 @@ async def sent_by(store: JobStore, read: Callable[[], Awaitable[Any]]) -> int:
 
 async def test_the_ownership_check_reads_one_field_not_the_record(store):
     job_id, _ = await store.submit(
-        JobRequest(messages=[Message(role="user", content="x" * BIG)]), model="m", tenant="a"
+        Submission(JobRequest(messages=[Message(role="user", content="x" * BIG)]), model="m", tenant="a")
     )
     assert await store.owner(job_id) == "a"
     assert await store.owner("job_missing") is None

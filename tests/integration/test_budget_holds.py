@@ -15,6 +15,7 @@ from store import keys
 from store.admission import QueueBounds
 from store.fair import FairQueue
 from store.jobstore import JobStore
+from store.submission import Submission
 from store.usage import DAY_MS, read_usage
 from tests.integration.gateway_support import asgi_client, register_fake_worker
 from tests.support.pauses import paused_job, pending
@@ -49,7 +50,7 @@ async def test_parallel_submits_never_reserve_past_the_day_budget(store):
 
     async def one() -> str | BudgetExhausted:
         try:
-            return (await store.submit(req(), model=MODEL, tenant="a", policy=policy))[0]
+            return (await store.submit(Submission(req(), model=MODEL, tenant="a", policy=policy)))[0]
         except BudgetExhausted as e:
             return e
 
@@ -61,22 +62,22 @@ async def test_parallel_submits_never_reserve_past_the_day_budget(store):
     assert all(e.budget == "tokens_per_day" and e.retry_after_s >= 1 for e in refused)
     assert "its jobs in flight hold 1000 more, its budget tokens_per_day is 1000" in str(refused[0])
     # another tenant's budget is its own
-    await store.submit(req(), model=MODEL, tenant="b", policy=policy)
+    await store.submit(Submission(req(), model=MODEL, tenant="b", policy=policy))
 
 
 async def test_the_ceiling_is_job_tokens_when_set_and_at_most_what_is_left(store):
     policy = TenantPolicy(tokens_per_day=500, job_tokens=300)
-    await store.submit(req(max_tokens=512, max_iterations=5), model=MODEL, tenant="a", policy=policy)
+    await store.submit(Submission(req(max_tokens=512, max_iterations=5), model=MODEL, tenant="a", policy=policy))
     assert await held_today(store, "a") == 300  # job_tokens, not 512 x 5
-    await store.submit(req(), model=MODEL, tenant="a", policy=policy)
+    await store.submit(Submission(req(), model=MODEL, tenant="a", policy=policy))
     assert await held_today(store, "a") == 500  # the 200 left, not 300
     with pytest.raises(BudgetExhausted):
-        await store.submit(req(), model=MODEL, tenant="a", policy=policy)
+        await store.submit(Submission(req(), model=MODEL, tenant="a", policy=policy))
 
 
 async def test_a_reservation_turns_into_use_and_its_rest_is_given_back_at_the_end(store):
     policy = TenantPolicy(tokens_per_day=1000, tokens_per_minute=1000)
-    job_id, _ = await store.submit(req(max_tokens=200), model=MODEL, tenant="a", policy=policy)
+    job_id, _ = await store.submit(Submission(req(max_tokens=200), model=MODEL, tenant="a", policy=policy))
     await FairQueue(store.redis).dispatch(MODEL, 1)
     u = await read_usage(store.redis, "a")
     assert (u.day_held, u.minute_held) == (200, 200)
@@ -94,12 +95,12 @@ async def test_a_reservation_turns_into_use_and_its_rest_is_given_back_at_the_en
 
 async def test_a_job_cancelled_while_queued_gives_its_reservation_back(store):
     policy = TenantPolicy(tokens_per_day=100)
-    job_id, _ = await store.submit(req(), model=MODEL, tenant="a", policy=policy)
+    job_id, _ = await store.submit(Submission(req(), model=MODEL, tenant="a", policy=policy))
     with pytest.raises(BudgetExhausted):
-        await store.submit(req(), model=MODEL, tenant="a", policy=policy)
+        await store.submit(Submission(req(), model=MODEL, tenant="a", policy=policy))
     await store.cancel(job_id)
     assert await held_today(store, "a") == 0
-    await store.submit(req(), model=MODEL, tenant="a", policy=policy)
+    await store.submit(Submission(req(), model=MODEL, tenant="a", policy=policy))
 
 
 def settings(redis_url: str, policy: TenantPolicy) -> GatewaySettings:

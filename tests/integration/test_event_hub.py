@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from store import keys
 from store.event_hub import EventHub
 from store.jobstore import JobStore
+from store.submission import Submission
 from tests.integration.gateway_support import private_redis
 from tests.support.redis_server import RedisServer
 from toolq.errors import EventsGone
@@ -57,7 +58,7 @@ def _exact(events: list[Event], after: int, last: int) -> None:
 
 async def test_followers_of_many_jobs_get_every_event_once_over_one_connection(hub, redis_url):
     store = hub.store
-    jobs = [(await store.submit(_request(), model="m"))[0] for _ in range(5)]
+    jobs = [(await store.submit(Submission(_request(), model="m")))[0] for _ in range(5)]
     starts = [0, 1, 0, 1, 0]  # seq 1 is the queued event: some start after it
     followers = [hub.follow(job, after, idle_s=5) for job in jobs for after in starts]
     results = [asyncio.create_task(_collect(f)) for f in followers]
@@ -78,7 +79,7 @@ async def test_followers_of_many_jobs_get_every_event_once_over_one_connection(h
 
 async def test_a_slow_follower_blocks_no_one_and_catches_up_from_the_stream(hub):
     store = hub.store
-    job_id, _ = await store.submit(_request(), model="m")
+    job_id, _ = await store.submit(Submission(_request(), model="m"))
     fast = asyncio.create_task(_collect(hub.follow(job_id, idle_s=5)))
     slow = hub.follow(job_id, idle_s=5)
     first = await slow.__anext__()  # joined and replayed; now it reads nothing for a while
@@ -93,7 +94,7 @@ async def test_a_slow_follower_blocks_no_one_and_catches_up_from_the_stream(hub)
 
 async def test_a_follower_the_log_was_trimmed_past_is_told_which_events(hub):
     store = hub.store
-    job_id, _ = await store.submit(_request(), model="m")
+    job_id, _ = await store.submit(Submission(_request(), model="m"))
     await _emit(store, job_id, 20, final=False)  # seqs 1..21
     await store.redis.xtrim(keys.log(job_id), minid="8-0", approximate=False)  # as MAXLEN would, keeping 8..21
     with pytest.raises(EventsGone, match=r"events 4\.\.7 of job"):
@@ -108,7 +109,7 @@ async def test_a_follower_the_log_was_trimmed_past_is_told_which_events(hub):
 
 async def test_a_follower_the_trim_overtakes_while_it_lags_is_told_mid_stream(hub):
     store = hub.store
-    job_id, _ = await store.submit(_request(), model="m")
+    job_id, _ = await store.submit(Submission(_request(), model="m"))
     lagging = hub.follow(job_id, idle_s=5)
     assert (await lagging.__anext__()).seq == 1
     await _emit(store, job_id, 30, final=False)  # seqs 2..31, past its queue of 4
@@ -125,7 +126,7 @@ async def test_a_follower_loses_nothing_across_a_redis_restart():
     h.start()
     try:
         await asyncio.wait_for(h.connected.wait(), 5)
-        job_id, _ = await store.submit(_request(), model="m")
+        job_id, _ = await store.submit(Submission(_request(), model="m"))
         await _emit(store, job_id, 3, final=False)  # seqs 1..4
         follower = asyncio.create_task(_collect(h.follow(job_id, idle_s=1)))
         await _until(lambda: h.following == 1)

@@ -13,6 +13,7 @@ from store import keys
 from store.admission import QueueBounds, TenantQueueAtLimit
 from store.fair import FairQueue
 from store.jobstore import JobEnded, JobStore, QueueAtLimit
+from store.submission import Submission
 from store.threads import ThreadStore
 from store.usage import read_usage
 from toolq.tenants import TenantPolicy
@@ -33,7 +34,7 @@ async def store(redis_url):
 
 
 async def submit_many(store: JobStore, tenant: str, n: int, policy: TenantPolicy | None = None, **kw) -> list[str]:
-    return [(await store.submit(req(**kw), model=MODEL, tenant=tenant, policy=policy))[0] for _ in range(n)]
+    return [(await store.submit(Submission(req(**kw), model=MODEL, tenant=tenant, policy=policy)))[0] for _ in range(n)]
 
 
 async def dispatch_one_at_a_time(fair: FairQueue, n: int) -> list[str]:
@@ -47,7 +48,7 @@ async def dispatch_one_at_a_time(fair: FairQueue, n: int) -> list[str]:
 
 
 async def test_a_submitted_job_waits_for_dispatch_and_then_is_on_arqs_queue(store):
-    job_id, _ = await store.submit(req(), model=MODEL, tenant="a")
+    job_id, _ = await store.submit(Submission(req(), model=MODEL, tenant="a"))
     assert await store.redis.zcard(keys.queue(MODEL)) == 0
     assert await FairQueue(store.redis).waiting(MODEL) == {"a": 1}
     [d] = await FairQueue(store.redis).dispatch(MODEL, 4)
@@ -100,7 +101,7 @@ async def test_a_batch_line_takes_only_a_free_engine_slot(store):
     free slot it waits, its tenant keeps its pass, and the worker is told a line waits; another
     tenant's job behind it is taken into the reserve at once."""
     fair = FairQueue(store.redis)
-    line, _ = await store.submit(req(), model=MODEL, tenant="a", spare=True)
+    line, _ = await store.submit(Submission(req(), model=MODEL, tenant="a", spare=True))
     full = await fair.dispatch_for(MODEL, 1, worker="w1", slots_free=0)
     assert (full.chosen, full.spare_left) == ([], True)
     assert await fair.waiting(MODEL) == {"a": 1}
@@ -108,7 +109,7 @@ async def test_a_batch_line_takes_only_a_free_engine_slot(store):
     taken = await fair.dispatch_for(MODEL, 1, worker="w1", slots_free=0)
     assert [d.job_id for d in taken.chosen] == [interactive]
     # a free slot takes the line, and one slot takes one line of two, however many are wanted
-    second, _ = await store.submit(req(), model=MODEL, tenant="a", spare=True)
+    second, _ = await store.submit(Submission(req(), model=MODEL, tenant="a", spare=True))
     one = await fair.dispatch_for(MODEL, 2, worker="w1", slots_free=1)
     assert ([d.job_id for d in one.chosen], one.spare_left) == ([line], True)
     rest = await fair.dispatch_for(MODEL, 1, worker="w1", slots_free=1)
@@ -158,27 +159,27 @@ async def test_a_cancelled_waiting_job_never_starts(store):
 async def test_the_queue_depth_limit_counts_waiting_jobs(store):
     """A full queue refuses the tenant that filled it (its share), not the others."""
     for _ in range(3):
-        await store.submit(req(), model=MODEL, tenant="a", max_queue_depth=3)
+        await store.submit(Submission(req(), model=MODEL, tenant="a", max_queue_depth=3))
     with pytest.raises(TenantQueueAtLimit) as e:
-        await store.submit(req(), model=MODEL, tenant="a", max_queue_depth=3)
+        await store.submit(Submission(req(), model=MODEL, tenant="a", max_queue_depth=3))
     assert (e.value.tenant, e.value.depth, e.value.limit) == ("a", 3, 3)
-    await store.submit(req(), model=MODEL, tenant="b", max_queue_depth=3)  # b's share of 3 over 2 is 1
+    await store.submit(Submission(req(), model=MODEL, tenant="b", max_queue_depth=3))  # b's share of 3 over 2 is 1
     with pytest.raises(TenantQueueAtLimit) as e:
-        await store.submit(req(), model=MODEL, tenant="b", max_queue_depth=3)
+        await store.submit(Submission(req(), model=MODEL, tenant="b", max_queue_depth=3))
     assert (e.value.tenant, e.value.depth, e.value.limit) == ("b", 1, 1)
     await FairQueue(store.redis).dispatch(MODEL, 1)  # on arq's queue now: still counted in the depth
     with pytest.raises(TenantQueueAtLimit):
-        await store.submit(req(), model=MODEL, tenant="b", max_queue_depth=3)
+        await store.submit(Submission(req(), model=MODEL, tenant="b", max_queue_depth=3))
 
 
 async def test_the_queue_never_holds_more_than_twice_its_depth(store):
     """Late-comers' shares take a full queue past its depth, up to twice it: the memory bound."""
     for _ in range(4):
-        await store.submit(req(), model=MODEL, tenant="t0", max_queue_depth=4)
+        await store.submit(Submission(req(), model=MODEL, tenant="t0", max_queue_depth=4))
     admitted = 4
     for t in range(1, 12):
         try:
-            await store.submit(req(), model=MODEL, tenant=f"t{t}", max_queue_depth=4)
+            await store.submit(Submission(req(), model=MODEL, tenant=f"t{t}", max_queue_depth=4))
             admitted += 1
         except QueueAtLimit as e:
             assert not isinstance(e, TenantQueueAtLimit) and e.limit == 8 and "twice max_queue_depth 4" in str(e)
@@ -191,29 +192,29 @@ async def test_a_tenants_max_queued_refuses_it_alone(redis_url):
     store = JobStore.from_url(redis_url, fair=True, bounds=bounds)
     try:
         for _ in range(2):
-            await store.submit(req(), model=MODEL, tenant="a")
+            await store.submit(Submission(req(), model=MODEL, tenant="a"))
         with pytest.raises(TenantQueueAtLimit) as e:
-            await store.submit(req(), model=MODEL, tenant="a")
+            await store.submit(Submission(req(), model=MODEL, tenant="a"))
         assert str(e.value) == (
             f"tenant 'a' has 2 queued jobs of model '{MODEL}', its limit is 2 (max_queued in TOOLQ_TENANTS)"
         )
-        await store.submit(req(), model=MODEL, tenant="b")
+        await store.submit(Submission(req(), model=MODEL, tenant="b"))
         [first] = await FairQueue(store.redis).dispatch(MODEL, 1)  # a job that leaves the waiting set
         assert first.tenant == "a"
-        await store.submit(req(), model=MODEL, tenant="a")  # frees a place in a's count
+        await store.submit(Submission(req(), model=MODEL, tenant="a"))  # frees a place in a's count
     finally:
         await store.close()
 
 
 async def test_an_idempotent_retry_gets_its_job_back_and_waits_once(store):
-    a, created = await store.submit(req(), model=MODEL, tenant="a", idempotency_key="k")
-    b, again = await store.submit(req(), model=MODEL, tenant="a", idempotency_key="k")
+    a, created = await store.submit(Submission(req(), model=MODEL, tenant="a", idempotency_key="k"))
+    b, again = await store.submit(Submission(req(), model=MODEL, tenant="a", idempotency_key="k"))
     assert (a, created, again) == (b, True, False)
     assert await FairQueue(store.redis).waiting(MODEL) == {"a": 1}
 
 
 async def test_usage_is_counted_once_per_job(store):
-    job_id, _ = await store.submit(req(), model=MODEL, tenant="a")
+    job_id, _ = await store.submit(Submission(req(), model=MODEL, tenant="a"))
     await FairQueue(store.redis).dispatch(MODEL, 1)
     used = Usage(prompt_tokens=30, completion_tokens=12)
     result = JobResult(job_id=job_id, status=JobStatus.succeeded, finish_reason="stop", usage=used)
@@ -236,7 +237,7 @@ async def test_a_rounds_tokens_count_in_the_windows_with_its_checkpoint_and_once
     """A long job's rounds count against the minute and day budgets while it runs, each token
     once: a checkpoint carries the job's figures so far, a repeat of them (an attempt resumed from
     that checkpoint) adds nothing, and the terminal event adds the rest and the job's totals."""
-    job_id, _ = await store.submit(req(), model=MODEL, tenant="a")
+    job_id, _ = await store.submit(Submission(req(), model=MODEL, tenant="a"))
     await FairQueue(store.redis).dispatch(MODEL, 1)
     first = Usage(prompt_tokens=20, completion_tokens=5)
     for _ in range(2):  # the second: the same checkpoint written again by a resumed attempt
@@ -287,7 +288,7 @@ async def test_a_threads_runs_take_their_tenants_fair_turn(store):
 async def test_fifo_when_fair_share_is_off(redis_url):
     store = JobStore.from_url(redis_url)
     try:
-        job_id, _ = await store.submit(req(), model=MODEL, tenant="a")
+        job_id, _ = await store.submit(Submission(req(), model=MODEL, tenant="a"))
         assert await store.redis.zscore(keys.queue(MODEL), f"{job_id}:1") is not None
         assert await FairQueue(store.redis).waiting(MODEL) == {}
     finally:

@@ -9,6 +9,7 @@ import pytest
 from gateway.settings import GatewaySettings
 from store import keys
 from store.jobstore import JobStore
+from store.submission import Submission
 from tests.integration.gateway_support import asgi_client
 from tests.support.pauses import paused_job, pending
 from toolq.wire.limits import MAX_TOOL_RESULT_BYTES
@@ -122,7 +123,9 @@ async def test_another_tenant_and_unknown_jobs_are_404(http, store):
 async def test_answers_to_a_queued_resumed_or_ended_job_are_409(http, store):
     body = [{"tool_call_id": "c1", "content": "x"}]
     queued, _ = await store.submit(
-        (await store.request(await paused_job(store, pending("c1", "client"), tenant="ta"))), model="m", tenant="ta"
+        Submission(
+            (await store.request(await paused_job(store, pending("c1", "client"), tenant="ta"))), model="m", tenant="ta"
+        )
     )
     r = await http.post(f"/v1/jobs/{queued}/tool_results", json=body, headers=A)
     assert r.status_code == 409 and r.json()["error"]["code"] == "not_paused" and "is queued" in r.text

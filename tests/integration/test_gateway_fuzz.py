@@ -17,6 +17,7 @@ from gateway.settings import GatewaySettings
 from store import keys
 from store.deliveries import Deliveries
 from store.jobstore import JobStore
+from store.submission import Submission
 from tests.integration.gateway_support import LiveGateway, private_redis
 from tests.support.pauses import paused_job, pending
 from tests.support.workers import WorkerProcess, write_rules
@@ -149,7 +150,7 @@ def failed_delivery(live, redis_of_live):
         ds = Deliveries(store.redis)
         try:
             req = JobRequest(messages=[Message(role="user", content="hi")], webhook="https://example.com/hook")
-            job_id, _ = await store.submit(req, model="m", tenant="fuzz")
+            job_id, _ = await store.submit(Submission(req, model="m", tenant="fuzz"))
             await store.cancel(job_id)
             [claim] = await ds.claim(limit=1, lease_ms=60_000)
             await ds.settle(claim, "dead", Attempt(at_ms=now_ms(), duration_ms=1, status_code=500, error="HTTP 500"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from store.submission import Submission
 from tests.integration.test_worker import events_of, req, running_worker, store  # noqa: F401  (a fixture)
 from toolq.wire.protocol import EventType, FunctionTool
 from worker.scripted import Rule, ScriptedEngine
@@ -30,8 +31,10 @@ WIDE = FunctionTool.model_validate(
 async def test_a_grammar_past_the_budget_ends_its_job_and_the_other_job_finishes(redis_url, store):  # noqa: F811
     engine = ScriptedEngine([Rule("slow", "fine " * 60), Rule("", "never")], token_delay_s=0.01, slots=2)
     async with running_worker(redis_url, engine, grammar_max_bytes=16384) as worker:
-        plain, _ = await store.submit(req("slow", tool_choice="none"), model="scripted")
-        hostile, _ = await store.submit(req("call it", tools=[WIDE], tool_choice="required"), model="scripted")
+        plain, _ = await store.submit(Submission(req("slow", tool_choice="none"), model="scripted"))
+        hostile, _ = await store.submit(
+            Submission(req("call it", tools=[WIDE], tool_choice="required"), model="scripted")
+        )
         started = time.monotonic()
         hostile_events, plain_events = await asyncio.gather(events_of(store, hostile), events_of(store, plain))
         last = hostile_events[-1]

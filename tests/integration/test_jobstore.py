@@ -10,6 +10,7 @@ import pytest
 from store import keys
 from store.jobstore import JobEnded, JobNotFound, JobStore
 from store.leases import Leases
+from store.submission import Submission
 from toolq.wire.protocol import EventType, JobRequest, JobResult, JobStatus, Message
 
 
@@ -25,7 +26,7 @@ async def store(redis_url):
 
 
 async def test_submit_records_queues_and_announces(store):
-    job_id, created = await store.submit(_request(), model="m")
+    job_id, created = await store.submit(Submission(_request(), model="m"))
     assert created
     assert await store.status(job_id) == JobStatus.queued
     assert [e.type for e in await store.events(job_id)] == [EventType.queued]
@@ -34,16 +35,16 @@ async def test_submit_records_queues_and_announces(store):
 
 
 async def test_idempotency_key_returns_the_same_job_per_tenant(store):
-    a, created_a = await store.submit(_request(idempotency_key="k1"), model="m", tenant="t1")
-    b, created_b = await store.submit(_request(idempotency_key="k1"), model="m", tenant="t1")
-    c, _ = await store.submit(_request(idempotency_key="k1"), model="m", tenant="t2")
+    a, created_a = await store.submit(Submission(_request(idempotency_key="k1"), model="m", tenant="t1"))
+    b, created_b = await store.submit(Submission(_request(idempotency_key="k1"), model="m", tenant="t1"))
+    c, _ = await store.submit(Submission(_request(idempotency_key="k1"), model="m", tenant="t2"))
     assert (a, created_a, created_b) == (b, True, False)
     assert c != a
     assert await store.redis.zcard(keys.queue("m")) == 2
 
 
 async def test_seq_is_contiguous_and_exactly_one_terminal(store):
-    job_id, _ = await store.submit(_request(), model="m")
+    job_id, _ = await store.submit(Submission(_request(), model="m"))
     seqs = await asyncio.gather(*[store.emit(job_id, EventType.token, {"text": str(i)}) for i in range(50)])
     assert sorted(seqs) == list(range(2, 52))
     res = JobResult(job_id=job_id, status=JobStatus.succeeded, finish_reason="stop", content="ok")
@@ -61,7 +62,7 @@ async def test_seq_is_contiguous_and_exactly_one_terminal(store):
 
 
 async def test_attempt_fencing_refuses_a_superseded_worker(store):
-    job_id, _ = await store.submit(_request(), model="m")
+    job_id, _ = await store.submit(Submission(_request(), model="m"))
     await store.emit(job_id, EventType.started, attempt=1, status=JobStatus.running, lease_ms=-1)
     leases = Leases(store.redis)
     claimed = await leases.claim_expired("m", grace_ms=5000)
@@ -76,7 +77,7 @@ async def test_attempt_fencing_refuses_a_superseded_worker(store):
 
 
 async def test_follow_replays_then_follows_live_without_duplicates(store):
-    job_id, _ = await store.submit(_request(), model="m")
+    job_id, _ = await store.submit(Submission(_request(), model="m"))
     await store.emit(job_id, EventType.started)
 
     async def produce():
@@ -101,7 +102,7 @@ async def _drain(it):
 
 
 async def test_cancel_queued_job_ends_it_at_once(store):
-    job_id, _ = await store.submit(_request(), model="m")
+    job_id, _ = await store.submit(Submission(_request(), model="m"))
     assert await store.cancel(job_id) == JobStatus.cancelled
     events = await store.events(job_id)
     assert events[-1].type == EventType.cancelled
@@ -109,7 +110,7 @@ async def test_cancel_queued_job_ends_it_at_once(store):
 
 
 async def test_cancel_running_job_only_sets_the_key(store):
-    job_id, _ = await store.submit(_request(), model="m")
+    job_id, _ = await store.submit(Submission(_request(), model="m"))
     await store.emit(job_id, EventType.started, status=JobStatus.running)
     assert await store.cancel(job_id) == JobStatus.running
     assert await store.cancel_requested(job_id)
@@ -135,8 +136,8 @@ async def just_started_redis():
     await asyncio.to_thread(server.start)
     store = JobStore.from_url(server.url + "/0")
     try:
-        a, _ = await store.submit(JobRequest(messages=[Message(role="user", content="a")]), model="m")
-        b, _ = await store.submit(JobRequest(messages=[Message(role="user", content="b")]), model="m")
+        a, _ = await store.submit(Submission(JobRequest(messages=[Message(role="user", content="a")]), model="m"))
+        b, _ = await store.submit(Submission(JobRequest(messages=[Message(role="user", content="b")]), model="m"))
         now_ms = int((await store.redis.time())[0]) * 1000
         yield store, Leases(store.redis), a, b, now_ms
     finally:
@@ -179,7 +180,7 @@ async def test_the_record_codec_gives_back_every_hash_the_scripts_write(store):
         assert rec.to_hash() == {k.decode(): v.decode() for k, v in raw.items()}
         return rec
 
-    job_id, _ = await store.submit(_request(), model="m", tenant="t1")
+    job_id, _ = await store.submit(Submission(_request(), model="m", tenant="t1"))
     rec = await round_trips(job_id)
     assert (rec.status, rec.tenant, rec.model, rec.attempt, rec.seq) == (JobStatus.queued, "t1", "m", 1, 1)
     paused = await paused_job(store, pending("c1", "client"))

@@ -15,6 +15,7 @@ import pytest
 
 from store import keys
 from store.jobstore import JobStore
+from store.submission import Submission
 from tests.support.mcp import HttpServer, stdio_server
 from tests.support.services import ServiceProcess
 from tests.support.workers import WorkerProcess, write_rules
@@ -209,7 +210,7 @@ async def test_a_job_calls_the_mcp_tool_through_a_worker_process(redis_url):
     store = JobStore.from_url(redis_url)
     try:
         request = JobRequest(messages=[Message(role="user", content="add 15 and 7")], tools=["add"])
-        job_id, _ = await store.submit(request, model="scripted")
+        job_id, _ = await store.submit(Submission(request, model="scripted"))
 
         async def collect():
             return [e async for e in store.follow(job_id)]
@@ -239,7 +240,7 @@ async def test_a_tool_service_serves_an_mcp_server_to_a_worker_that_has_none(red
     store = JobStore.from_url(redis_url)
     try:
         request = JobRequest(messages=[Message(role="user", content="add 15 and 7")], tools=["add"])
-        job_id, _ = await store.submit(request, model="scripted")
+        job_id, _ = await store.submit(Submission(request, model="scripted"))
         events = await asyncio.wait_for(_collect(store, job_id), 30)
         result = await store.result(job_id)
     finally:

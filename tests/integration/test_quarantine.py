@@ -15,6 +15,7 @@ from store import keys, quarantine
 from store.deliveries import Deliveries
 from store.jobstore import JobStore
 from store.leases import Claim, Leases
+from store.submission import Submission
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.wire.payloads import ErrorData
 from toolq.wire.protocol import EventType, JobRequest, JobStatus, Message, Webhook
@@ -39,7 +40,7 @@ async def _start(store: JobStore, job_id: str, attempt: int, worker: str) -> Non
 
 async def test_the_third_lost_attempt_quarantines_the_job_and_ends_it_once(store):
     hook = Webhook(url="https://example.com/h", events=["failed"])
-    job_id, _ = await store.submit(_request(webhook=hook), model="m", tenant="t1")
+    job_id, _ = await store.submit(Submission(_request(webhook=hook), model="m", tenant="t1"))
     leases = Leases(store.redis)
     for attempt, worker in ((1, "w1"), (2, "w2")):
         await _start(store, job_id, attempt, worker)
@@ -78,7 +79,7 @@ async def test_the_third_lost_attempt_quarantines_the_job_and_ends_it_once(store
 
 
 async def test_attempts_that_never_started_or_were_handed_back_do_not_count(store):
-    job_id, _ = await store.submit(_request(), model="m")
+    job_id, _ = await store.submit(Submission(_request(), model="m"))
     leases = Leases(store.redis)
     # settle_ms=0: leases at 0 and 1 predate the Redis a test may have just started (claim.lua)
     # claimed before any worker started it (a pickup lost before `started`, unstall.lua)
@@ -97,7 +98,7 @@ async def test_attempts_that_never_started_or_were_handed_back_do_not_count(stor
 
 
 async def test_a_quarantine_whose_claimer_died_is_claimed_again_under_the_same_attempt(store):
-    job_id, _ = await store.submit(_request(), model="m")
+    job_id, _ = await store.submit(Submission(_request(), model="m"))
     leases = Leases(store.redis)
     await _start(store, job_id, 1, "w1")
     assert await leases.claim_expired("m", grace_ms=5000, max_attempts=1, settle_ms=0) == [Claim(job_id, 2, True)]
@@ -111,7 +112,7 @@ async def test_a_quarantine_whose_claimer_died_is_claimed_again_under_the_same_a
 
 
 async def test_two_claimers_at_once_take_a_lost_attempt_once(store, redis_url):
-    jobs = [(await store.submit(_request(), model="m"))[0] for _ in range(20)]
+    jobs = [(await store.submit(Submission(_request(), model="m")))[0] for _ in range(20)]
     for job_id in jobs:
         await _start(store, job_id, 1, "w1")
     others = [JobStore.from_url(redis_url) for _ in range(2)]  # two workers' own connections
@@ -130,7 +131,7 @@ async def test_two_claimers_at_once_take_a_lost_attempt_once(store, redis_url):
 
 
 async def test_a_worker_that_comes_back_after_its_lease_notes_its_attempt_stalled(store):
-    job_id, _ = await store.submit(_request(), model="m")
+    job_id, _ = await store.submit(Submission(_request(), model="m"))
     leases = Leases(store.redis)
     await _start(store, job_id, 1, "w1")
     await leases.claim_expired("m", grace_ms=5000, max_attempts=3)
@@ -145,7 +146,7 @@ def _submit(redis_url: str, request: JobRequest) -> str:
     async def run() -> str:
         s = JobStore.from_url(redis_url)
         try:
-            return (await s.submit(request, model="scripted"))[0]
+            return (await s.submit(Submission(request, model="scripted")))[0]
         finally:
             await s.close()
 

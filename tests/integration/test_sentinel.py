@@ -24,6 +24,7 @@ from store.arq_link import connect
 from store.durability import Durability, NotReplicated
 from store.jobstore import JobStore
 from store.scripts import Script
+from store.submission import Submission
 from tests.support.sentinel_set import SentinelSet
 from toolq.wire.protocol import EventType, JobRequest, Message
 
@@ -48,7 +49,7 @@ def test_submission_waits_for_the_replica_and_is_refused_without_one(sentinels: 
     async def go() -> None:
         store = JobStore(connect(sentinels.url), durability=Durability(replicas=1, timeout_ms=300))
         try:
-            job_id, created = await store.submit(request("k1"), model="m")
+            job_id, created = await store.submit(Submission(request("k1"), model="m"))
             assert created
             primary = sentinels.primary_port()
             assert primary is not None
@@ -56,14 +57,14 @@ def test_submission_waits_for_the_replica_and_is_refused_without_one(sentinels: 
             assert redis_urls.sync_client(replica.url).exists(keys.job(job_id)) == 1  # WAIT said so
             replica.kill()  # no replica left: nothing can be confirmed
             with pytest.raises(NotReplicated) as e:
-                await store.submit(request("k2"), model="m")
+                await store.submit(Submission(request("k2"), model="m"))
             assert "0 of the 1 replica(s)" in str(e.value) and e.value.job_id in str(e.value)
             kept = e.value.job_id
             assert (await store.record(kept)).status.value == "queued"  # on the primary, not lost
             replica.extra = ("--replicaof", "127.0.0.1", str(primary))
             replica.start()
             sentinels.wait_replicas(primary, 1)
-            again, created = await store.submit(request("k2"), model="m")
+            again, created = await store.submit(Submission(request("k2"), model="m"))
             assert (again, created) == (kept, False)  # the retry's ack: the same job, now replicated
         finally:
             await store.close()
@@ -76,7 +77,7 @@ def test_store_and_scripts_follow_a_failover(sentinels: SentinelSet):
         redis = connect(sentinels.url)
         store = JobStore(redis, durability=Durability())
         try:
-            job_id, _ = await store.submit(request("before"), model="m")
+            job_id, _ = await store.submit(Submission(request("before"), model="m"))
             sentinels.wait_replicas(sentinels.primary_port() or 0, 1)
             old = sentinels.kill_primary()
             new_port = await asyncio.to_thread(sentinels.wait_promoted, old.port)
@@ -90,7 +91,7 @@ def test_store_and_scripts_follow_a_failover(sentinels: SentinelSet):
             assert (await store.record(job_id)).seq == 2
             info = await redis.info("server")
             assert int(info["tcp_port"]) == new_port
-            later, created = await store.submit(request("after"), model="m")
+            later, created = await store.submit(Submission(request("after"), model="m"))
             assert created and later != job_id
         finally:
             await store.close()

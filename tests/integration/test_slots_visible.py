@@ -13,6 +13,7 @@ from gateway.settings import GatewaySettings
 from store import keys
 from store.fleet import WorkerInfo
 from store.jobstore import JobStore
+from store.submission import Submission
 from tests.integration.gateway_support import asgi_client, wait_for
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.wire.protocol import EventType, JobRequest, Message
@@ -64,7 +65,7 @@ async def test_jobs_run_side_by_side_on_one_worker(redis_url):
         request = JobRequest(messages=[Message(role="user", content="go")], tool_choice="none", max_tokens=500)
 
         async def one() -> float:
-            job_id, _ = await store.submit(request, model="scripted")
+            job_id, _ = await store.submit(Submission(request, model="scripted"))
             t0 = time.perf_counter()
             async for ev in store.follow(job_id):
                 if ev.terminal:

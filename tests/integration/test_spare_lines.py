@@ -10,6 +10,7 @@ import os
 import time
 
 from store.jobstore import JobStore
+from store.submission import Submission
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.wire.protocol import EventType, JobRequest, JobStatus, Message
 
@@ -37,13 +38,13 @@ async def test_a_line_leaves_the_reserve_to_interactive_work_and_takes_a_slot_th
     worker = WorkerProcess(redis_url, script=rules, env=env).wait_ready()
     store = JobStore.from_url(redis_url, fair=True)
     try:
-        first, _ = await store.submit(req("line 1"), model="scripted", tenant="a", spare=True)
-        second, _ = await store.submit(req("line 2"), model="scripted", tenant="a", spare=True)
+        first, _ = await store.submit(Submission(req("line 1"), model="scripted", tenant="a", spare=True))
+        second, _ = await store.submit(Submission(req("line 2"), model="scripted", tenant="a", spare=True))
         await ts(store, first, EventType.started)
         await asyncio.sleep(0.1)
         assert (await store.record(second)).status == JobStatus.queued  # not taken into the reserve
         t0 = time.time()
-        interactive, _ = await store.submit(req("hello"), model="scripted", tenant="b")
+        interactive, _ = await store.submit(Submission(req("hello"), model="scripted", tenant="b"))
         assert await ts(store, interactive, EventType.started) - t0 < 0.5  # into the reserve at once
         assert (await store.record(second)).status == JobStatus.queued
         # the slot frees as the first line and then the interactive job end (one slot); the line

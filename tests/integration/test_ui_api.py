@@ -13,6 +13,7 @@ from gateway.ui.session import COOKIE
 from store import job_index, keys, quarantine
 from store.jobstore import JobStore
 from store.leases import Leases
+from store.submission import Submission
 from tests.integration.gateway_support import asgi_client, register_fake_worker
 from tests.support.pauses import paused_job, pending
 from toolq.wire.protocol import JobRequest
@@ -303,7 +304,7 @@ async def test_bad_ids_bodies_and_stream_positions_are_4xx_never_5xx(http, store
 
 async def test_the_index_pages_without_loss_or_repeat_trims_and_drops_expired_records(store):
     # submitted within a few ms: several share a score, so pages split ties too
-    ids = [(await store.submit(REQUEST, model="m", tenant="t"))[0] for _ in range(7)]
+    ids = [(await store.submit(Submission(REQUEST, model="m", tenant="t")))[0] for _ in range(7)]
     seen, cursor = [], None
     while True:
         page = await job_index.recent(store.redis, job_index.JobFilter(tenant="t"), limit=3, cursor=cursor)
@@ -320,7 +321,7 @@ async def test_the_index_pages_without_loss_or_repeat_trims_and_drops_expired_re
     assert await store.redis.zscore(keys.JOBS_ALL, ids[3]) is None
 
     store.index_keep = 3
-    newest, _ = await store.submit(REQUEST, model="m", tenant="t")
+    newest, _ = await store.submit(Submission(REQUEST, model="m", tenant="t"))
     assert await store.redis.zcard(keys.tenant_jobs("t")) == 3
     assert (await store.redis.zrevrange(keys.JOBS_ALL, 0, 0))[0].decode() == newest
 

@@ -20,6 +20,7 @@ import pytest
 from store import keys
 from store.deliveries import Deliveries
 from store.jobstore import JobStore
+from store.submission import Submission
 from tests.integration.gateway_support import LiveGateway, private_redis
 from tests.integration.gateway_support import wait_for as eventually
 from tests.support.processes import REPO, ToolqProcess
@@ -310,7 +311,7 @@ async def test_deliveries_are_recorded_with_the_events_they_report(redis_url):
     try:
         hook = Webhook(url="https://example.com/h", events=["requires_action", "cancelled"])
         req = JobRequest(messages=[Message(role="user", content="hi")], webhook=hook)
-        job_id, _ = await store.submit(req, model="m", tenant="t1")
+        job_id, _ = await store.submit(Submission(req, model="m", tenant="t1"))
         await store.emit(job_id, EventType.started, {}, attempt=1, status=JobStatus.running, lease_ms=10_000)
         from tests.support.pauses import pending
 
@@ -335,7 +336,7 @@ async def test_deliveries_are_recorded_with_the_events_they_report(redis_url):
         only = JobRequest(
             messages=[Message(role="user", content="hi")], webhook={"url": "https://e.com/", "events": ["completed"]}
         )
-        other, _ = await store.submit(only, model="m", tenant="t1")
+        other, _ = await store.submit(Submission(only, model="m", tenant="t1"))
         await store.cancel(other)
         assert await ds.of_job(other, "t1") == []
     finally:
@@ -351,7 +352,7 @@ async def test_the_sender_checks_the_address_again_at_delivery(redis_url):
     store = JobStore.from_url(redis_url)
     try:
         req = JobRequest(messages=[Message(role="user", content="hi")], webhook="http://127.0.0.1:9/hook")
-        job_id, _ = await store.submit(req, model="m", tenant="t2")
+        job_id, _ = await store.submit(Submission(req, model="m", tenant="t2"))
         await store.cancel(job_id)
         settings = SenderSettings(redis_url=redis_url, secrets={"t2": [NEW]}, allow_private=False)
         sender = Sender(settings, Deliveries(store.redis))

@@ -15,6 +15,7 @@ import redis as sync_redis
 from store import arq_link, keys
 from store.jobstore import JobEnded, JobStore
 from store.leases import Leases
+from store.submission import Submission
 from tests.support.workers import WorkerProcess, write_rules
 from toolq.wire.protocol import EventType, JobRequest, JobStatus, Message
 from worker.app import create_worker
@@ -70,7 +71,7 @@ async def events_of(store: JobStore, job_id: str, timeout: float = 20):
 async def test_job_events_in_order_with_contiguous_seq(redis_url, store):
     engine = ScriptedEngine([Rule("<tool_response>\\n", "The zorbix is 22."), Rule("", CALL_ZORBIX)])
     async with running_worker(redis_url, engine):
-        job_id, _ = await store.submit(req(tools=["calculate_zorbix"]), model="scripted")
+        job_id, _ = await store.submit(Submission(req(tools=["calculate_zorbix"]), model="scripted"))
         evs = await events_of(store, job_id)
     assert [e.type for e in evs] == [
         EventType.queued,
@@ -96,7 +97,7 @@ async def test_one_cancel_among_running_jobs_stops_that_job_alone(redis_url, sto
     engine = ScriptedEngine([Rule("LONG", "x" * 100000)], token_delay_s=0.002)
     async with running_worker(redis_url, engine, max_jobs=3):
         jobs = [
-            (await store.submit(req(f"LONG {i}", tool_choice="none", max_tokens=400), model="scripted"))[0]
+            (await store.submit(Submission(req(f"LONG {i}", tool_choice="none", max_tokens=400), model="scripted")))[0]
             for i in range(3)
         ]
         for j in jobs:
@@ -129,7 +130,7 @@ async def test_fleet_entry_and_pruning_of_dead_workers(redis_url, store):
 async def test_token_events_when_asked(redis_url, store):
     engine = ScriptedEngine(["A streamed answer that is long enough to come in pieces."], token_delay_s=0.002)
     async with running_worker(redis_url, engine):
-        job_id, _ = await store.submit(req(stream_tokens=True, tool_choice="none"), model="scripted")
+        job_id, _ = await store.submit(Submission(req(stream_tokens=True, tool_choice="none"), model="scripted"))
         evs = await events_of(store, job_id)
     tokens = [e for e in evs if e.type == EventType.token]
     assert tokens and "".join(e.data["text"] for e in tokens) == evs[-1].data["content"]
@@ -139,7 +140,9 @@ async def test_token_events_when_asked(redis_url, store):
 async def test_cancel_mid_generation_stops_within_250ms(redis_url, store):
     engine = ScriptedEngine([Rule("STOP ME", "x" * 100000), Rule("", "next job answer")], token_delay_s=0.002)
     async with running_worker(redis_url, engine):
-        job_id, _ = await store.submit(req("STOP ME", tool_choice="none", max_tokens=30000), model="scripted")
+        job_id, _ = await store.submit(
+            Submission(req("STOP ME", tool_choice="none", max_tokens=30000), model="scripted")
+        )
         async for ev in store.follow(job_id):
             if ev.type == EventType.started:
                 break
@@ -152,7 +155,7 @@ async def test_cancel_mid_generation_stops_within_250ms(redis_url, store):
         assert elapsed < 0.25, f"cancel took {elapsed * 1000:.0f} ms"
         assert (await store.result(job_id)).finish_reason == "cancelled"
         # the worker takes the next job
-        nxt, _ = await store.submit(req("again", tool_choice="none"), model="scripted")
+        nxt, _ = await store.submit(Submission(req("again", tool_choice="none"), model="scripted"))
         assert (await events_of(store, nxt))[-1].type == EventType.final
 
 
@@ -160,7 +163,7 @@ async def test_timeout_stops_the_model_and_fails_the_job(redis_url, store):
     engine = ScriptedEngine([Rule("SLOW", "y" * 100000), Rule("", "fast")], token_delay_s=0.002)
     async with running_worker(redis_url, engine):
         job_id, _ = await store.submit(
-            req("SLOW", tool_choice="none", max_tokens=30000, timeout_s=0.5), model="scripted"
+            Submission(req("SLOW", tool_choice="none", max_tokens=30000, timeout_s=0.5), model="scripted")
         )
         t0 = time.perf_counter()
         evs = await events_of(store, job_id)
@@ -168,7 +171,7 @@ async def test_timeout_stops_the_model_and_fails_the_job(redis_url, store):
         assert evs[-1].type == EventType.error and evs[-1].data["code"] == "timeout"
         result = await store.result(job_id)
         assert result.finish_reason == "timeout" and result.error.code.value == "timeout"
-        nxt, _ = await store.submit(req("quick", tool_choice="none"), model="scripted")
+        nxt, _ = await store.submit(Submission(req("quick", tool_choice="none"), model="scripted"))
         assert (await events_of(store, nxt))[-1].type == EventType.final
 
 
@@ -176,7 +179,7 @@ async def test_a_live_worker_that_lost_its_lease_stands_down_and_the_job_resumes
     # As after a network partition: the job is claimed by a reaper while its worker still runs it.
     engine = ScriptedEngine(["done " * 200], token_delay_s=0.005)
     async with running_worker(redis_url, engine):
-        job_id, _ = await store.submit(req("hi", tool_choice="none"), model="scripted")
+        job_id, _ = await store.submit(Submission(req("hi", tool_choice="none"), model="scripted"))
         async for ev in store.follow(job_id):
             if ev.type == EventType.started:
                 break
@@ -196,7 +199,7 @@ async def test_a_live_worker_that_lost_its_lease_stands_down_and_the_job_resumes
 
 async def test_unknown_tool_fails_with_a_typed_error(redis_url, store):
     async with running_worker(redis_url, ScriptedEngine(["never used"])):
-        job_id, _ = await store.submit(req(tools=["no_such_tool"]), model="scripted")
+        job_id, _ = await store.submit(Submission(req(tools=["no_such_tool"]), model="scripted"))
         evs = await events_of(store, job_id)
     assert evs[-1].type == EventType.error and evs[-1].data["code"] == "unknown_tool"
     assert "no_such_tool" in evs[-1].data["message"]
@@ -204,7 +207,7 @@ async def test_unknown_tool_fails_with_a_typed_error(redis_url, store):
 
 async def test_context_length_exceeded_is_an_error_event(redis_url, store):
     async with running_worker(redis_url, ScriptedEngine(["x"], n_ctx=50)):
-        job_id, _ = await store.submit(req("word " * 500, tool_choice="none"), model="scripted")
+        job_id, _ = await store.submit(Submission(req("word " * 500, tool_choice="none"), model="scripted"))
         evs = await events_of(store, job_id)
     assert evs[-1].data["code"] == "context_length_exceeded"
 
@@ -240,7 +243,7 @@ def test_sigkill_mid_job_is_resumed_by_another_worker_without_rerunning_the_tool
     async def submit():
         s = JobStore.from_url(redis_url)
         try:
-            return (await s.submit(req("go", tools=["count_me"], max_tokens=2000), model="scripted"))[0]
+            return (await s.submit(Submission(req("go", tools=["count_me"], max_tokens=2000), model="scripted")))[0]
         finally:
             await s.close()
 
@@ -279,7 +282,7 @@ def test_sigterm_hands_the_running_job_back(redis_url):
     async def submit():
         s = JobStore.from_url(redis_url)
         try:
-            return (await s.submit(req("long", tool_choice="none", max_tokens=20000), model="scripted"))[0]
+            return (await s.submit(Submission(req("long", tool_choice="none", max_tokens=20000), model="scripted")))[0]
         finally:
             await s.close()
 
@@ -314,7 +317,7 @@ def test_worker_survives_a_redis_restart(own_redis):
         async def run():
             s = JobStore.from_url(url)
             try:
-                job_id, _ = await s.submit(req("after restart", tool_choice="none"), model="scripted")
+                job_id, _ = await s.submit(Submission(req("after restart", tool_choice="none"), model="scripted"))
                 return await events_of(s, job_id, 30)
             finally:
                 await s.close()
@@ -333,7 +336,7 @@ def _taken_but_never_started(redis_url: str, model: str, *, ago_ms: int) -> str:
     async def submit() -> str:
         s = JobStore.from_url(redis_url)
         try:
-            return (await s.submit(req("go", tool_choice="none"), model=model))[0]
+            return (await s.submit(Submission(req("go", tool_choice="none"), model=model)))[0]
         finally:
             await s.close()
 

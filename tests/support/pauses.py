@@ -11,6 +11,7 @@ from typing import Any, Literal
 import httpx
 
 from store.jobstore import JobStore
+from store.submission import Submission
 from toolq.wire.protocol import EventType, JobRequest, JobStatus, Message, PendingAction, now_ms
 
 
@@ -59,7 +60,7 @@ async def paused_job(
 ) -> str:
     """A job paused by its first attempt (status requires_action), waiting on ``calls``."""
     job_id, _ = await store.submit(
-        JobRequest(messages=[Message(role="user", content="hi")]), model=model, tenant=tenant
+        Submission(JobRequest(messages=[Message(role="user", content="hi")]), model=model, tenant=tenant)
     )
     await store.emit(job_id, EventType.started, {}, attempt=1, status=JobStatus.running, lease_ms=10_000)
     await store.pause(

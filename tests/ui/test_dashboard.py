@@ -22,6 +22,7 @@ from gateway.settings import GatewaySettings
 from store import quarantine
 from store.jobstore import JobStore
 from store.leases import Leases
+from store.submission import Submission
 from tests.integration.gateway_support import CALL_ZORBIX, private_redis, served
 from tests.support.browser import LAPTOP, PHONE, chromium_path, screenshot_dir, signed_in, submit
 from tests.support.workers import REPO, write_rules
@@ -252,7 +253,9 @@ def test_a_quarantined_job_wears_its_badge_and_the_filter_finds_it(browser, stac
     async def poisoned() -> str:
         store = JobStore.from_url(redis_url)
         try:
-            job_id, _ = await store.submit(JobRequest.model_validate({"messages": [USER]}), model="gone", tenant="ta")
+            job_id, _ = await store.submit(
+                Submission(JobRequest.model_validate({"messages": [USER]}), model="gone", tenant="ta")
+            )
             await store.start(job_id, attempt=1, fresh={}, resumed={}, lease_ms=-1, worker="w1")
             [claim] = await Leases(store.redis).claim_expired("gone", grace_ms=5000, max_attempts=1)
             assert claim.quarantine and await quarantine.end_lost(store, job_id, claim.attempt)

@@ -24,6 +24,7 @@ from store.durability import NotReplicated
 from store.errors import RedisConnectionError, RedisTimeoutError
 from store.fleet import read_fleet
 from store.jobstore import JobNotFound, JobStore, NotSubmitted, QueueAtLimit
+from store.submission import Submission
 from toolq import errors
 from toolq.budgets import budget_refusal
 from toolq.client.transport import Retryable, StreamEnded, caller_trace
@@ -84,12 +85,14 @@ class RedisTransport:
             model = (await read_fleet(self.store.redis)).resolve(request)
             trace = caller_trace()  # the caller's span: the job's spans continue its trace
             job_id, _ = await self.store.submit(
-                request,
-                model=model,
-                tenant=DIRECT_TENANT,
-                idempotency_key=idempotency_key,
-                traceparent=trace.traceparent if trace else None,
-                tracestate=trace.tracestate if trace else None,
+                Submission(
+                    request,
+                    model=model,
+                    tenant=DIRECT_TENANT,
+                    idempotency_key=idempotency_key,
+                    traceparent=trace.traceparent if trace else None,
+                    tracestate=trace.tracestate if trace else None,
+                )
             )
         return job_id
 
