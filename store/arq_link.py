@@ -66,7 +66,6 @@ from store import keys, redis_urls
 from store.scripts import Script
 
 RUN_JOB = "run_job"  # the arq function a worker registers; its arguments are (job id, attempt)
-WAKE_BACKLOG = 64  # wake tokens a wake list keeps: more than enough to wake every idle worker
 
 # arq's constants (arq/constants.py), pinned by tests/integration/test_arq_contract.py
 JOB_KEY_PREFIX = "arq:job:"
@@ -141,7 +140,7 @@ async def enqueue_attempt(redis: Any, job_id: str, model: str, attempt: int) -> 
     """Queue one attempt of an existing job, unless it is queued already, and wake a worker: what
     arq's ``enqueue_job`` does, in one script (store/lua/arq_enqueue_attempt.lua)."""
     job = arq_job(job_id, model, attempt, int(time.time() * 1000))
-    await Script(redis, "arq_enqueue_attempt")(**job, wake=keys.wake(model), token=job_id, backlog=WAKE_BACKLOG)
+    await Script(redis, "arq_enqueue_attempt")(**job, wake=keys.wake(model), token=job_id, backlog=keys.WAKE_BACKLOG)
 
 
 def in_progress_mark_ms(job_timeout_s: float) -> int:
@@ -187,7 +186,6 @@ class StalledPickups:
             queue=keys.queue(model),
             leases=keys.LEASES,
             progress_prefix=IN_PROGRESS_KEY_PREFIX,
-            job_prefix=keys.JOB_PREFIX,
             mark_ms=in_progress_mark_ms(job_timeout_s),
             stall_ms=stall_ms,
             limit=200,

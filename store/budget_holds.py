@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from store import keys
 from toolq.errors import BudgetExhausted
 from toolq.tenants import TenantPolicy
 from toolq.wire.protocol import JobRequest
@@ -43,8 +42,6 @@ def script_args(request: JobRequest, policy: TenantPolicy | None) -> dict[str, A
     """budget.lua's inputs for a job of a tenant with ``policy`` (None or no budget: no check)."""
     budgeted = policy is not None and (policy.tokens_per_day is not None or policy.tokens_per_minute is not None)
     return {
-        "usage_prefix": keys.USAGE_PREFIX,
-        "budget_held_prefix": keys.BUDGET_HELD_PREFIX,
         "tokens_per_day": policy.tokens_per_day if policy else None,
         "tokens_per_minute": policy.tokens_per_minute if policy else None,
         "budget_ceiling": ceiling(request, policy) if budgeted and policy else None,

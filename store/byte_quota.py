@@ -41,7 +41,7 @@ REFUSED = -30  # tenant_bytes.lua's refusal code
 
 def script_args(quota: int | None) -> dict[str, Any]:
     """tenant_bytes.lua's inputs for a tenant whose quota is ``quota`` (None: counted, not bounded)."""
-    return {"bytes_prefix": keys.TENANT_BYTES_PREFIX, "store_bytes": quota}
+    return {"store_bytes": quota}
 
 
 def refusal(tenant: str, reply: list[Any]) -> StoreQuotaExceeded:

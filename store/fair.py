@@ -107,18 +107,13 @@ class FairQueue:
             caps=keys.TENANT_CAPS,
             started=keys.TENANT_STARTED,
             model=model,
-            fair_prefix=keys.FAIR_PREFIX,
-            running_prefix=keys.RUNNING_PREFIX,
-            job_prefix=keys.JOB_PREFIX,
             want=want,
             load=keys.worker_load(model),
             counts=keys.affinity_counts(model),
             reserved=keys.affinity_reserved(model),
             reserve_ms=affinity.RESERVE_MS,
             asking=worker,
-            worker_prefix=keys.WORKER_PREFIX,
             worker_wake_prefix=keys.worker_wake(model, ""),
-            wake_backlog=arq_link.WAKE_BACKLOG,
             slots_free=want if slots_free is None else slots_free,
             progress_prefix=arq_link.IN_PROGRESS_KEY_PREFIX,
             mark_ms=take_ms,
@@ -160,7 +155,7 @@ class FairQueue:
         own = keys.worker_wake(model, worker)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.lpush(own, "slot")
-            pipe.ltrim(own, 0, arq_link.WAKE_BACKLOG - 1)
+            pipe.ltrim(own, 0, keys.WAKE_BACKLOG - 1)
             pipe.pexpire(own, 60_000)
             await pipe.execute()
 

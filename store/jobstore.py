@@ -26,7 +26,7 @@ from store.admission import NotSubmitted, QueueAtLimit, QueueBounds, TenantQueue
 from store.arq_link import connect
 from store.durability import Durability
 from store.job_index import INDEX_KEEP
-from store.records import ANSWER_PREFIX, JobRecord
+from store.records import JobRecord
 from store.scripts import Script
 from store.submission import Submission
 from store.thread_ending import ending_messages
@@ -241,8 +241,6 @@ class JobStore:
             maxlen=self.stream_maxlen,
             idempotency_ttl_s=self.idempotency_ttl_s if key else None,
             **admission,
-            job_prefix=keys.JOB_PREFIX,
-            wake_backlog=arq_link.WAKE_BACKLOG,
             webhook=request.webhook.model_dump_json() if request.webhook else None,
             **arq_link.arq_job(job_id, model or "", 1, created),
             **self._fair_keys(model or "", tenant),
@@ -251,7 +249,6 @@ class JobStore:
             weight=policy.weight if policy else None,
             max_running=(policy.max_running or 0) if policy else None,
             job_tokens=policy.job_tokens if policy else None,
-            fair_prefix=keys.FAIR_PREFIX,
             tenant_jobs=keys.tenant_jobs(tenant),
             all_jobs=keys.JOBS_ALL,
             index_keep=self.index_keep,
@@ -365,15 +362,11 @@ class JobStore:
             job_id=job_id,
             lease_ms=lease_ms,
             now_ms=ts,
-            running_prefix=keys.RUNNING_PREFIX,
-            usage_prefix=keys.USAGE_PREFIX,
             prompt_tokens=usage.prompt_tokens if usage and (terminal or checkpoint is not None) else None,
             completion_tokens=usage.completion_tokens if usage and (terminal or checkpoint is not None) else None,
             **deliveries.script_args(job_id, type),
             # a thread run's end also appends to its thread (store/threads.py)
             thread_messages=await ending_messages(self.redis, job_id, type, result) if terminal else None,
-            thread_prefix=keys.THREAD_PREFIX,
-            job_prefix=keys.JOB_PREFIX,
         )
         seq = int(seq)
         if seq <= 0:
@@ -463,8 +456,6 @@ class JobStore:
             deadline_ms=deadline_ms,
             job_id=job_id,
             maxlen=self.stream_maxlen,
-            running_prefix=keys.RUNNING_PREFIX,
-            answer_prefix=ANSWER_PREFIX,
             **deliveries.script_args(job_id, EventType.requires_action),
         )
         if seq <= 0:
@@ -520,20 +511,16 @@ class JobStore:
                 attempt=attempt,
                 answers=json.dumps(given, ensure_ascii=False),
                 total=len(actions),
-                answer_prefix=ANSWER_PREFIX,
                 head=head,
                 tail=tail,
                 maxlen=self.stream_maxlen,
-                wake_backlog=arq_link.WAKE_BACKLOG,
                 **arq,
                 **self._fair_keys(model, rec.tenant),
                 fair=self.fair,
                 prefer_wait_ms=self.affinity_wait_ms,
                 worker_wake_prefix=keys.worker_wake(model, ""),
                 model=model,
-                fair_prefix=keys.FAIR_PREFIX,
                 **admission,
-                job_prefix=keys.JOB_PREFIX,
                 **budget_holds.script_args(rec.request, policy),
                 **byte_quota.script_args(self.bounds.byte_quota(rec.tenant)),
             )

@@ -46,6 +46,9 @@ def wake(model: str) -> str:
     return f"{PREFIX}:wake:{model}"
 
 
+WAKE_BACKLOG = 64  # wake tokens a wake list keeps: more than enough to wake every idle worker
+
+
 def spare_wake(model: str) -> str:
     """The wake list of batch lines (spare jobs): read only by workers with a free engine slot,
     since a line takes nothing else (store/lua/dispatch.lua)."""

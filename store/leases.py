@@ -52,7 +52,6 @@ class Leases:
             leases=keys.LEASES,
             quarantined=keys.QUARANTINED,
             model=model,
-            job_prefix=keys.JOB_PREFIX,
             grace_ms=grace_ms,
             limit=limit,
             settle_ms=settle_ms,

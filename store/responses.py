@@ -52,7 +52,6 @@ async def save_response(redis: Any, tenant: str, stored: StoredResponse, ttl_s: 
         tenant=tenant,
         fields=json.dumps(stored.to_hash(), ensure_ascii=False),
         ttl_s=ttl_s,
-        bytes_prefix=keys.TENANT_BYTES_PREFIX,
     )
 
 

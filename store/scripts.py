@@ -18,7 +18,11 @@ pastes them ahead of the body in a declared order: each include in the order wri
 snippet after the snippets it requires, each once. A cycle among snippets or a snippet that does
 not exist is refused when the script is loaded, naming the chain or the file that asks for it.
 Then it binds every input name to a Lua local of the same name, so no caller counts positions.
-A call passes them as keyword arguments. ``None`` is sent as ``''`` (the scripts read ``''`` as
+A call passes them as keyword arguments.
+
+A ``-- const name`` line binds a local to a fixed part of the key layout instead
+(store/lua_constants.py: a key prefix, the wake backlog): the script takes it from the store, not
+from each caller, and no call sends it. ``None`` is sent as ``''`` (the scripts read ``''`` as
 "not given") and a bool as 1 or 0.
 """
 
@@ -30,12 +34,17 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from store.lua_constants import CONSTANTS
+
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from importlib.abc import Traversable  # importlib.resources.abc from Python 3.11 on
 
 _INPUT = re.compile(r"^--\s*(KEYS|ARGV)\[(\d+)\]\s+([A-Za-z_]\w*)", re.MULTILINE)
 _INCLUDE = re.compile(r"^--\s*include:\s*(\S+)", re.MULTILINE)
 _REQUIRES = re.compile(r"^--\s*requires:\s*(\S+)", re.MULTILINE)
+_CONST = re.compile(r"^--\s*const\s+([A-Za-z_]\w*)", re.MULTILINE)
+_PLAIN = re.compile(r"[A-Za-z0-9_:.{}-]*")  # what a constant may hold, so it needs no escaping in Lua
 LIB = "lib"  # the snippets' folder inside lua/
 
 
@@ -45,6 +54,7 @@ class LuaSource:
     keys: tuple[str, ...]
     args: tuple[str, ...]
     snippets: tuple[str, ...]  # the snippets pasted in, in their order
+    consts: tuple[str, ...]  # the layout constants bound as locals (store/lua_constants.py)
     text: str  # what Redis runs: the snippets, the named locals, the body
 
 
@@ -97,20 +107,38 @@ def _names(body: str, kind: str, script: str) -> tuple[str, ...]:
     return tuple(name for _, name in found)
 
 
-def assemble(name: str, root: Traversable) -> LuaSource:
-    """Read ``root/<name>.lua`` with its snippets from ``root/lib/`` and its inputs bound to named locals."""
+def _const_binds(body: str, script: str, constants: Mapping[str, str | int]) -> list[tuple[str, str]]:
+    binds = []
+    for n in _CONST.findall(body):
+        if n not in constants:
+            raise ScriptError(f"{script}.lua: no layout constant {n!r} (store/lua_constants.py)")
+        value = str(constants[n])
+        if not _PLAIN.fullmatch(value):
+            raise ScriptError(f"{script}.lua: the constant {n!r} holds characters a Lua literal would escape")
+        binds.append((n, f'local {n} = "{value}"'))
+    return binds
+
+
+def assemble(name: str, root: Traversable, constants: Mapping[str, str | int] | None = None) -> LuaSource:
+    """Read ``root/<name>.lua`` with its snippets from ``root/lib/``, its inputs bound to named
+    locals and its ``-- const`` names to ``constants`` (default: store/lua_constants.py)."""
     entry = root.joinpath(f"{name}.lua")
     if not entry.is_file():
         raise ScriptError(f"no entry script {name}.lua in lua/")
     body = entry.read_text(encoding="utf-8")
+    if constants is None:
+        constants = CONSTANTS
     keys, args = _names(body, "KEYS", name), _names(body, "ARGV", name)
-    if len(set(keys + args)) != len(keys) + len(args):
+    consts = _const_binds(body, name, constants)
+    names = [*keys, *args, *(n for n, _ in consts)]
+    if len(set(names)) != len(names):
         raise ScriptError(f"{name}.lua: a name is documented twice")
     snippets = snippet_order(body, name, root.joinpath(LIB))
     bind = [f"local {n} = KEYS[{i}]" for i, n in enumerate(keys, 1)]
     bind += [f"local {n} = ARGV[{i}]" for i, n in enumerate(args, 1)]
+    bind += [line for _, line in consts]
     text = "\n".join([*(t for _, t in snippets), *bind, body])
-    return LuaSource(name, keys, args, tuple(f for f, _ in snippets), text)
+    return LuaSource(name, keys, args, tuple(f for f, _ in snippets), tuple(n for n, _ in consts), text)
 
 
 @functools.cache

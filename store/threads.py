@@ -204,7 +204,6 @@ class ThreadStore:
             ttl_s=ttl_s,
             items=json.dumps([[new_item_id(), m.model_dump_json(exclude_none=True)] for m in messages]),
             max_threads=max_threads,
-            thread_prefix=keys.THREAD_PREFIX,
             **byte_quota.script_args(self.jobs.bounds.byte_quota(tenant)),
         )
         if int(code) == byte_quota.REFUSED:
@@ -274,7 +273,6 @@ class ThreadStore:
             index=keys.threads(tenant),
             tenant=tenant,
             thread_id=thread_id,
-            bytes_prefix=keys.TENANT_BYTES_PREFIX,
         )
         if int(out[0]) == -3:
             raise ThreadNotFound(thread_id)
@@ -350,7 +348,6 @@ class ThreadStore:
                 ids=keys.thread_ids(thread_id),
                 tenant=tenant,
                 item_id=item_id,
-                bytes_prefix=keys.TENANT_BYTES_PREFIX,
             )
         )
         if n == -3:
@@ -420,14 +417,10 @@ class ThreadStore:
             req_input=req_input,
             req_tail=req_tail,
             lead=lead,
-            job_prefix=keys.JOB_PREFIX,
-            cancel_prefix=keys.CANCEL_PREFIX,
             cancel_ttl_s=self.cancel_ttl_s,
             wake=keys.wake(model),
-            wake_backlog=arq_link.WAKE_BACKLOG,
             payload=arq["payload"].hex(),
             **{k: v for k, v in arq.items() if k not in ("score", "payload")},
-            fair_prefix=keys.FAIR_PREFIX if self.jobs.fair else "",
             priority=request.priority,
             weights=keys.TENANT_WEIGHTS,
             caps=keys.TENANT_CAPS,
@@ -438,7 +431,6 @@ class ThreadStore:
             worker_wake_prefix=keys.worker_wake(model, ""),
             traceparent=traceparent or "",
             tracestate=tracestate or "",
-            admit_prefix=keys.FAIR_PREFIX,
             fair=self.jobs.fair,
             **admission,
             webhook=request.webhook.model_dump_json() if request.webhook else None,

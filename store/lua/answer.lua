@@ -51,30 +51,30 @@
 -- ARGV[3] attempt         the paused attempt the snapshot was read from
 -- ARGV[4] answers         JSON array of [call id, the answer's JSON], checked against the calls
 -- ARGV[5] total           how many calls the pause waits on
--- ARGV[6] answer_prefix   store.records.ANSWER_PREFIX
--- ARGV[7] head            the queued event's JSON up to its seq
--- ARGV[8] tail            the queued event's JSON after its seq
--- ARGV[9] maxlen          the stream's approximate cap
--- ARGV[10] arq_id         the new attempt's arq id (its member in the queue)
--- ARGV[11] payload        the new attempt's arq payload
--- ARGV[12] expires_ms     the arq job key's lifetime
--- ARGV[13] score          the arq job's score in the queue
--- ARGV[14] wake_backlog   how many wake tokens the wake list keeps
--- ARGV[15] fair           '1': wait for a fair turn; '0': straight onto arq's queue
--- ARGV[16] prefer_wait_ms how long other workers leave the resumed attempt to the paused one's; '' or 0 none
--- ARGV[17] worker_wake_prefix  store.keys.worker_wake(model, '')
--- ARGV[18] model          the job's model (its queue, for admit.lua)
--- ARGV[19] fair_prefix    store.keys.FAIR_PREFIX, for the queue bounds (admit.lua)
--- ARGV[20] max_depth      the model's queue depth (admit.lua); '' no limit
--- ARGV[21] max_queued     the tenant's own cap on its queued jobs of the model; '' none
--- ARGV[22] job_prefix     store.keys.JOB_PREFIX
--- ARGV[23] usage_prefix   store.keys.USAGE_PREFIX (budget.lua)
--- ARGV[24] budget_held_prefix  store.keys.BUDGET_HELD_PREFIX
--- ARGV[25] tokens_per_day the tenant's day budget; '' none
--- ARGV[26] tokens_per_minute  the tenant's minute budget; '' none
--- ARGV[27] budget_ceiling the tokens the job reserves (store/budget_holds.py); '' no budget
--- ARGV[28] bytes_prefix   store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: what the answers add)
--- ARGV[29] store_bytes    the bytes the tenant may keep in Redis; '' no quota
+-- const answer_prefix     store.records.ANSWER_PREFIX
+-- ARGV[6] head            the queued event's JSON up to its seq
+-- ARGV[7] tail            the queued event's JSON after its seq
+-- ARGV[8] maxlen          the stream's approximate cap
+-- ARGV[9] arq_id          the new attempt's arq id (its member in the queue)
+-- ARGV[10] payload        the new attempt's arq payload
+-- ARGV[11] expires_ms     the arq job key's lifetime
+-- ARGV[12] score          the arq job's score in the queue
+-- const wake_backlog      how many wake tokens the wake list keeps
+-- ARGV[13] fair           '1': wait for a fair turn; '0': straight onto arq's queue
+-- ARGV[14] prefer_wait_ms how long other workers leave the resumed attempt to the paused one's; '' or 0 none
+-- ARGV[15] worker_wake_prefix  store.keys.worker_wake(model, '')
+-- ARGV[16] model          the job's model (its queue, for admit.lua)
+-- const fair_prefix       store.keys.FAIR_PREFIX, for the queue bounds (admit.lua)
+-- ARGV[17] max_depth      the model's queue depth (admit.lua); '' no limit
+-- ARGV[18] max_queued     the tenant's own cap on its queued jobs of the model; '' none
+-- const job_prefix        store.keys.JOB_PREFIX
+-- const usage_prefix      store.keys.USAGE_PREFIX (budget.lua)
+-- const budget_held_prefix     store.keys.BUDGET_HELD_PREFIX
+-- ARGV[19] tokens_per_day the tenant's day budget; '' none
+-- ARGV[20] tokens_per_minute  the tenant's minute budget; '' none
+-- ARGV[21] budget_ceiling the tokens the job reserves (store/budget_holds.py); '' no budget
+-- const bytes_prefix      store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: what the answers add)
+-- ARGV[22] store_bytes    the bytes the tenant may keep in Redis; '' no quota
 --
 -- Returns {1, ''} recorded (answers still missing), {2, seq} recorded and resumed (seq of the
 -- queued event), {0, status} the job ended, {-2, status} the job is not paused, {-3, ''} no such

@@ -25,11 +25,11 @@
 -- KEYS[1] leases       sorted set: running job id -> lease deadline (ms, Redis's clock)
 -- KEYS[2] quarantined  hash: model -> jobs quarantined so far
 -- ARGV[1] model        only this model's jobs are taken
--- ARGV[2] job_prefix   toolq.keys.JOB_PREFIX: a job's key is job_prefix .. '{' .. id .. '}'
--- ARGV[3] grace_ms     the lease the new attempt gets to start in
--- ARGV[4] limit        at most this many expired leases are looked at
--- ARGV[5] settle_ms    after a Redis start, how long leases older than the start are left alone
--- ARGV[6] max_attempts lost attempts after which the job is quarantined
+-- const job_prefix     store.keys.JOB_PREFIX: a job's key is job_prefix .. '{' .. id .. '}'
+-- ARGV[2] grace_ms     the lease the new attempt gets to start in
+-- ARGV[3] limit        at most this many expired leases are looked at
+-- ARGV[4] settle_ms    after a Redis start, how long leases older than the start are left alone
+-- ARGV[5] max_attempts lost attempts after which the job is quarantined
 --
 -- Returns {job id, new attempt, quarantine (1 or 0), ...}.
 

@@ -54,21 +54,21 @@
 -- KEYS[9] counts          how jobs with a preferred worker were placed -> count (keys.affinity_counts)
 -- KEYS[10] reserved       arq id -> "<worker> <until ms>" of jobs placed by affinity (keys.affinity_reserved)
 -- ARGV[1] model           the model
--- ARGV[2] fair_prefix     store.keys.FAIR_PREFIX
--- ARGV[3] running_prefix  store.keys.RUNNING_PREFIX
--- ARGV[4] job_prefix      store.keys.JOB_PREFIX
--- ARGV[5] arq_prefix      arq's job key prefix
--- ARGV[6] expires_ms      the arq job key's lifetime, renewed as the job is queued
--- ARGV[7] want            at most this many jobs
--- ARGV[8] asking          the asking worker's id; '' takes no job that another live worker is offered
--- ARGV[9] worker_prefix   store.keys.WORKER_PREFIX (a worker's registry entry)
--- ARGV[10] worker_wake_prefix  store.keys.worker_wake(model, ''): a worker's own wake list
--- ARGV[11] wake_backlog   how many wake tokens a wake list keeps
--- ARGV[12] reserve_ms     how long a job placed by affinity is its worker's alone on arq's queue
--- ARGV[13] slots_free     the asking worker's free engine slots: at most this many jobs chosen
+-- const fair_prefix       store.keys.FAIR_PREFIX
+-- const running_prefix    store.keys.RUNNING_PREFIX
+-- const job_prefix        store.keys.JOB_PREFIX
+-- ARGV[2] arq_prefix      arq's job key prefix
+-- ARGV[3] expires_ms      the arq job key's lifetime, renewed as the job is queued
+-- ARGV[4] want            at most this many jobs
+-- ARGV[5] asking          the asking worker's id; '' takes no job that another live worker is offered
+-- const worker_prefix     store.keys.WORKER_PREFIX (a worker's registry entry)
+-- ARGV[6] worker_wake_prefix   store.keys.worker_wake(model, ''): a worker's own wake list
+-- const wake_backlog      how many wake tokens a wake list keeps
+-- ARGV[7] reserve_ms      how long a job placed by affinity is its worker's alone on arq's queue
+-- ARGV[8] slots_free      the asking worker's free engine slots: at most this many jobs chosen
 --                         here may be lines
--- ARGV[14] progress_prefix arq's in-progress key prefix
--- ARGV[15] mark_ms        the in-progress mark's lifetime (arq: job timeout + 10 s); '' takes nothing
+-- ARGV[9] progress_prefix  arq's in-progress key prefix
+-- ARGV[10] mark_ms        the in-progress mark's lifetime (arq: job timeout + 10 s); '' takes nothing
 --
 -- Returns {held_until, lines_taken, line_left, now, job id, tenant, attempt, stored, how, taken, ...}:
 -- lines_taken counts the lines chosen, line_left is 1 when a line was left for want of a free

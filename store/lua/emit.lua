@@ -48,16 +48,16 @@
 -- ARGV[11] job_id         the job's id (its member in leases)
 -- ARGV[12] lease_ms       set the lease this long from now; '' leaves it
 -- ARGV[13] now_ms         the writer's time, stored as finished_ms
--- ARGV[14] running_prefix store.keys.RUNNING_PREFIX
--- ARGV[15] usage_prefix   store.keys.USAGE_PREFIX
--- ARGV[16] prompt_tokens  the job's prompt tokens so far, counted with a terminal event or a
+-- const running_prefix    store.keys.RUNNING_PREFIX
+-- const usage_prefix      store.keys.USAGE_PREFIX
+-- ARGV[14] prompt_tokens  the job's prompt tokens so far, counted with a terminal event or a
 --                         checkpoint; '' none
--- ARGV[17] completion_tokens  the job's completion tokens so far; '' none
--- ARGV[18] webhook_kind   the webhook event this event is (completed, failed, cancelled); '' none
--- ARGV[19] webhook_id     the delivery's id (its webhook-id header)
--- ARGV[20] thread_messages  a thread run's messages for its thread (thread_end.lua); '' none
--- ARGV[21] thread_prefix  store.keys.THREAD_PREFIX
--- ARGV[22] job_prefix     store.keys.JOB_PREFIX
+-- ARGV[15] completion_tokens  the job's completion tokens so far; '' none
+-- ARGV[16] webhook_kind   the webhook event this event is (completed, failed, cancelled); '' none
+-- ARGV[17] webhook_id     the delivery's id (its webhook-id header)
+-- ARGV[18] thread_messages  a thread run's messages for its thread (thread_end.lua); '' none
+-- const thread_prefix     store.keys.THREAD_PREFIX
+-- const job_prefix        store.keys.JOB_PREFIX
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt,
 -- -2 not in the expected status, -3 no such job.

@@ -13,8 +13,8 @@
 -- ARGV[4] data            the content
 -- ARGV[5] ttl_s           how long it lives
 -- ARGV[6] expires_at      when it expires (unix s): its score in the index
--- ARGV[7] bytes_prefix    store.keys.TENANT_BYTES_PREFIX
--- ARGV[8] store_bytes     the bytes the tenant may keep in Redis; '' counts without a bound
+-- const bytes_prefix      store.keys.TENANT_BYTES_PREFIX
+-- ARGV[7] store_bytes     the bytes the tenant may keep in Redis; '' counts without a bound
 --
 -- Returns {1} stored, or tenant_bytes.lua's {-30, held, quota, add, jobs, threads, files}.
 

@@ -27,10 +27,10 @@
 -- ARGV[6] deadline_ms     when the pause ends with error action_timeout
 -- ARGV[7] job_id          the job's id
 -- ARGV[8] maxlen          the stream's approximate cap
--- ARGV[9] running_prefix  store.keys.RUNNING_PREFIX
--- ARGV[10] webhook_kind    'requires_action'
--- ARGV[11] webhook_id     the delivery's id (its webhook-id header)
--- ARGV[12] answer_prefix  store.records.ANSWER_PREFIX: the last pause's answers are cleared
+-- const running_prefix    store.keys.RUNNING_PREFIX
+-- ARGV[9] webhook_kind     'requires_action'
+-- ARGV[10] webhook_id     the delivery's id (its webhook-id header)
+-- const answer_prefix     store.records.ANSWER_PREFIX: the last pause's answers are cleared
 --
 -- Returns the event's seq, or: 0 already ended, -1 taken over by a newer attempt, -3 no such job.
 

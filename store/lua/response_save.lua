@@ -9,7 +9,7 @@
 -- ARGV[1] tenant          its tenant
 -- ARGV[2] fields          the hash's fields, a JSON object of strings
 -- ARGV[3] ttl_s           how long it lives
--- ARGV[4] bytes_prefix    store.keys.TENANT_BYTES_PREFIX
+-- const bytes_prefix      store.keys.TENANT_BYTES_PREFIX
 
 local size = 0
 local flat = {}

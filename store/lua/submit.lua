@@ -56,34 +56,34 @@
 -- ARGV[8] maxlen             the stream's approximate cap
 -- ARGV[9] idempotency_ttl_s  how long the key lives; '' when the submit has no key
 -- ARGV[10] max_depth         refuse when the queue holds this many jobs; '' no limit
--- ARGV[11] job_prefix        toolq.keys.JOB_PREFIX: a job's key is job_prefix .. '{' .. id .. '}'
--- ARGV[12] arq_id            the arq job's id (its member in the queue)
--- ARGV[13] payload           the arq job's payload
--- ARGV[14] expires_ms        the arq job key's lifetime
--- ARGV[15] score             the arq job's score in the queue
--- ARGV[16] wake_backlog      how many wake tokens the wake list keeps
--- ARGV[17] fair              '1': wait for a fair turn; '0': straight onto arq's queue (FIFO)
--- ARGV[18] priority          0 to 9, 9 first within the tenant
--- ARGV[19] weight            the tenant's weight to record; '' leaves the recorded one
--- ARGV[20] max_running       the tenant's cap to record; '' leaves it, '0' no cap
--- ARGV[21] job_tokens        the job's token cap, kept in its record; '' none
--- ARGV[22] fair_prefix       store.keys.FAIR_PREFIX
--- ARGV[23] webhook           the job's webhook JSON {"url", "events"} (webhook_record.lua); '' none
--- ARGV[24] index_keep        how many jobs each recent-jobs index keeps
--- ARGV[25] traceparent       the W3C trace context the job's spans continue (toolq/tracing); '' none
--- ARGV[26] tracestate        its tracestate; '' none
--- ARGV[27] prefer            the worker to offer the job to first; '' none
--- ARGV[28] prefer_wait_ms    how long the other workers leave it to that worker
--- ARGV[29] worker_wake_prefix  store.keys.worker_wake(model, ''): a worker's own wake list
--- ARGV[30] max_queued        the tenant's own cap on its queued jobs of the model; '' none
--- ARGV[31] usage_prefix      store.keys.USAGE_PREFIX (budget.lua)
--- ARGV[32] budget_held_prefix  store.keys.BUDGET_HELD_PREFIX
--- ARGV[33] tokens_per_day    the tenant's day budget; '' none
--- ARGV[34] tokens_per_minute the tenant's minute budget; '' none
--- ARGV[35] budget_ceiling    the tokens the job reserves (store/budget_holds.py); '' no budget
--- ARGV[36] bytes_prefix      store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: the record's bytes)
--- ARGV[37] store_bytes       the bytes the tenant may keep in Redis; '' no quota
--- ARGV[38] spare             1: a job of spare capacity (a batch line), which dispatch.lua gives only
+-- const job_prefix           store.keys.JOB_PREFIX: a job's key is job_prefix .. '{' .. id .. '}'
+-- ARGV[11] arq_id            the arq job's id (its member in the queue)
+-- ARGV[12] payload           the arq job's payload
+-- ARGV[13] expires_ms        the arq job key's lifetime
+-- ARGV[14] score             the arq job's score in the queue
+-- const wake_backlog         how many wake tokens the wake list keeps
+-- ARGV[15] fair              '1': wait for a fair turn; '0': straight onto arq's queue (FIFO)
+-- ARGV[16] priority          0 to 9, 9 first within the tenant
+-- ARGV[17] weight            the tenant's weight to record; '' leaves the recorded one
+-- ARGV[18] max_running       the tenant's cap to record; '' leaves it, '0' no cap
+-- ARGV[19] job_tokens        the job's token cap, kept in its record; '' none
+-- const fair_prefix          store.keys.FAIR_PREFIX
+-- ARGV[20] webhook           the job's webhook JSON {"url", "events"} (webhook_record.lua); '' none
+-- ARGV[21] index_keep        how many jobs each recent-jobs index keeps
+-- ARGV[22] traceparent       the W3C trace context the job's spans continue (toolq/tracing); '' none
+-- ARGV[23] tracestate        its tracestate; '' none
+-- ARGV[24] prefer            the worker to offer the job to first; '' none
+-- ARGV[25] prefer_wait_ms    how long the other workers leave it to that worker
+-- ARGV[26] worker_wake_prefix  store.keys.worker_wake(model, ''): a worker's own wake list
+-- ARGV[27] max_queued        the tenant's own cap on its queued jobs of the model; '' none
+-- const usage_prefix         store.keys.USAGE_PREFIX (budget.lua)
+-- const budget_held_prefix     store.keys.BUDGET_HELD_PREFIX
+-- ARGV[28] tokens_per_day    the tenant's day budget; '' none
+-- ARGV[29] tokens_per_minute the tenant's minute budget; '' none
+-- ARGV[30] budget_ceiling    the tokens the job reserves (store/budget_holds.py); '' no budget
+-- const bytes_prefix         store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: the record's bytes)
+-- ARGV[31] store_bytes       the bytes the tenant may keep in Redis; '' no quota
+-- ARGV[32] spare             1: a job of spare capacity (a batch line), which dispatch.lua gives only
 --                            to a free engine slot, never to a worker's interactive reserve
 --
 -- Returns {1, job id} created, {0, job id} the job the key already names, {-2, ''} no model was

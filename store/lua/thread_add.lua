@@ -11,8 +11,8 @@
 -- ARGV[1] tenant          the caller's tenant: another tenant's thread is not found
 -- ARGV[2] items           JSON array of [id, Message JSON] pairs
 -- ARGV[3] max_messages    the most messages the thread may hold; '' no cap
--- ARGV[4] bytes_prefix    store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: the messages' bytes)
--- ARGV[5] store_bytes     the bytes the tenant may keep in Redis; '' no quota
+-- const bytes_prefix      store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: the messages' bytes)
+-- ARGV[4] store_bytes     the bytes the tenant may keep in Redis; '' no quota
 --
 -- Returns {1, count} the thread's message count, {-3, 0} no such thread, {-4, count} the
 -- messages would take it past max_messages (nothing is added), or tenant_bytes.lua's

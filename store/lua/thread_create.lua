@@ -16,9 +16,9 @@
 -- ARGV[5] ttl_s           seconds it lives after its last write; '' never expires
 -- ARGV[6] items           JSON array of [id, Message JSON] pairs (its first messages)
 -- ARGV[7] max_threads     the tenant's cap on its threads; '' none
--- ARGV[8] thread_prefix   store.keys.THREAD_PREFIX: a thread's key is thread_prefix .. '{' .. id .. '}'
--- ARGV[9] bytes_prefix    store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: its messages' bytes)
--- ARGV[10] store_bytes    the bytes the tenant may keep in Redis; '' no quota
+-- const thread_prefix     store.keys.THREAD_PREFIX: a thread's key is thread_prefix .. '{' .. id .. '}'
+-- const bytes_prefix      store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: its messages' bytes)
+-- ARGV[8] store_bytes     the bytes the tenant may keep in Redis; '' no quota
 --
 -- Returns {1, count} created (the tenant's threads now), {-1, count} the tenant is at its cap, or
 -- tenant_bytes.lua's {-30, held, quota, add, jobs, threads, files}.

@@ -14,7 +14,7 @@
 -- KEYS[6] index           the tenant's threads (sorted set)
 -- ARGV[1] tenant          the caller's tenant: another tenant's thread is not found
 -- ARGV[2] thread_id       the thread's id
--- ARGV[3] bytes_prefix    store.keys.TENANT_BYTES_PREFIX
+-- const bytes_prefix      store.keys.TENANT_BYTES_PREFIX
 --
 -- Returns {1, run ids...} deleted, {-3} no such thread.
 

@@ -9,7 +9,7 @@
 -- KEYS[3] ids             the thread's message ids (list, aligned with messages)
 -- ARGV[1] tenant          the caller's tenant: another tenant's thread is not found
 -- ARGV[2] item_id         the message's id
--- ARGV[3] bytes_prefix    store.keys.TENANT_BYTES_PREFIX: its bytes leave the tenant's count
+-- const bytes_prefix      store.keys.TENANT_BYTES_PREFIX: its bytes leave the tenant's count
 --
 -- Returns 1 removed, 0 no such message, -3 no such thread.
 

@@ -44,46 +44,45 @@
 -- ARGV[11] req_head       the request's JSON up to its messages' first element
 -- ARGV[12] req_input      the run's input messages' JSON, comma-joined
 -- ARGV[13] req_tail       the request's JSON after its messages' last element
--- ARGV[14] job_prefix     store.keys.JOB_PREFIX
--- ARGV[15] cancel_prefix  store.keys.CANCEL_PREFIX
--- ARGV[16] cancel_ttl_s   how long a cancel key lives
--- ARGV[17] arq_job        the arq job key
--- ARGV[18] arq_result     the arq result key
--- ARGV[19] queue          the model's queue (arq's sorted set)
--- ARGV[20] arq_id         the arq job's id
--- ARGV[21] payload        the arq job's payload, in hex
--- ARGV[22] expires_ms     the arq job key's lifetime
--- ARGV[23] wake           the model's wake list
--- ARGV[24] wake_backlog   how many wake tokens the wake list keeps
--- ARGV[25] lead           how many messages req_head holds (instructions, kept out of the thread)
--- ARGV[26] index_keep     how many jobs each recent-jobs index keeps
--- ARGV[27] fair_prefix    store.keys.FAIR_PREFIX: the run takes its tenant's fair turn
---                         (thread_turns.lua: thread_start); '' straight onto arq's queue
--- ARGV[28] priority       the run's priority within its tenant, 0 to 9
--- ARGV[29] weights        tenant -> weight (hash), as submit.lua records it
--- ARGV[30] caps           tenant -> most jobs running at once (hash)
--- ARGV[31] weight         the tenant's weight to record; '' leaves the recorded one
--- ARGV[32] max_running    the tenant's cap to record; '' leaves it, '0' no cap
--- ARGV[33] job_tokens     the run's token cap, kept in its record (worker/budget.py); '' none
--- ARGV[34] prefer_wait_ms how long other workers leave the run to the worker that ran the thread's
+-- const job_prefix        store.keys.JOB_PREFIX
+-- const cancel_prefix     store.keys.CANCEL_PREFIX
+-- ARGV[14] cancel_ttl_s   how long a cancel key lives
+-- ARGV[15] arq_job        the arq job key
+-- ARGV[16] arq_result     the arq result key
+-- ARGV[17] queue          the model's queue (arq's sorted set)
+-- ARGV[18] arq_id         the arq job's id
+-- ARGV[19] payload        the arq job's payload, in hex
+-- ARGV[20] expires_ms     the arq job key's lifetime
+-- ARGV[21] wake           the model's wake list
+-- const wake_backlog      how many wake tokens the wake list keeps
+-- ARGV[22] lead           how many messages req_head holds (instructions, kept out of the thread)
+-- ARGV[23] index_keep     how many jobs each recent-jobs index keeps
+-- const fair_prefix       store.keys.FAIR_PREFIX: the queue bounds (admit.lua), fair or not, and under
+--                         fair share the run's tenant's fair turn (thread_turns.lua: thread_start)
+-- ARGV[24] priority       the run's priority within its tenant, 0 to 9
+-- ARGV[25] weights        tenant -> weight (hash), as submit.lua records it
+-- ARGV[26] caps           tenant -> most jobs running at once (hash)
+-- ARGV[27] weight         the tenant's weight to record; '' leaves the recorded one
+-- ARGV[28] max_running    the tenant's cap to record; '' leaves it, '0' no cap
+-- ARGV[29] job_tokens     the run's token cap, kept in its record (worker/budget.py); '' none
+-- ARGV[30] prefer_wait_ms how long other workers leave the run to the worker that ran the thread's
 --                         last run (thread_turns.lua: thread_start); 0 none
--- ARGV[35] worker_wake_prefix  store.keys.worker_wake(model, '')
--- ARGV[36] traceparent    the W3C trace context the run's spans continue (toolq/tracing/carrier.py); '' none
--- ARGV[37] tracestate     its tracestate; '' none
--- ARGV[38] admit_prefix   store.keys.FAIR_PREFIX, for the queue bounds (admit.lua), fair or not
--- ARGV[39] fair           '1' under fair share (the tenant's own queued count is kept)
--- ARGV[40] max_depth      the model's queue depth (admit.lua); '' no limit
--- ARGV[41] max_queued     the tenant's own cap on its queued jobs of the model; '' none
--- ARGV[42] webhook        the run's webhook JSON {"url", "events"} (webhook_record.lua); '' none
--- ARGV[43] max_messages   the most the thread may hold with the input: its cap, or the job's less lead; '' none
--- ARGV[44] input_count    how many messages the run's input adds to the thread
--- ARGV[45] usage_prefix   store.keys.USAGE_PREFIX (budget.lua: the run reserves its token ceiling)
--- ARGV[46] budget_held_prefix  store.keys.BUDGET_HELD_PREFIX
--- ARGV[47] tokens_per_day the tenant's day budget; '' none
--- ARGV[48] tokens_per_minute  the tenant's minute budget; '' none
--- ARGV[49] budget_ceiling the tokens the run reserves (store/budget_holds.py); '' no budget
--- ARGV[50] bytes_prefix   store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: the run's record)
--- ARGV[51] store_bytes    the bytes the tenant may keep in Redis; '' no quota
+-- ARGV[31] worker_wake_prefix  store.keys.worker_wake(model, '')
+-- ARGV[32] traceparent    the W3C trace context the run's spans continue (toolq/tracing/carrier.py); '' none
+-- ARGV[33] tracestate     its tracestate; '' none
+-- ARGV[34] fair           '1' under fair share (the tenant's own queued count is kept)
+-- ARGV[35] max_depth      the model's queue depth (admit.lua); '' no limit
+-- ARGV[36] max_queued     the tenant's own cap on its queued jobs of the model; '' none
+-- ARGV[37] webhook        the run's webhook JSON {"url", "events"} (webhook_record.lua); '' none
+-- ARGV[38] max_messages   the most the thread may hold with the input: its cap, or the job's less lead; '' none
+-- ARGV[39] input_count    how many messages the run's input adds to the thread
+-- const usage_prefix      store.keys.USAGE_PREFIX (budget.lua: the run reserves its token ceiling)
+-- const budget_held_prefix     store.keys.BUDGET_HELD_PREFIX
+-- ARGV[40] tokens_per_day the tenant's day budget; '' none
+-- ARGV[41] tokens_per_minute  the tenant's minute budget; '' none
+-- ARGV[42] budget_ceiling the tokens the run reserves (store/budget_holds.py); '' no budget
+-- const bytes_prefix      store.keys.TENANT_BYTES_PREFIX (tenant_bytes.lua: the run's record)
+-- ARGV[43] store_bytes    the bytes the tenant may keep in Redis; '' no quota
 --
 -- Returns {1, ''} started, {2, active} waiting behind the active run, {3, active} waiting while
 -- the active run is being stopped, {-1, active} rejected, {-3, ''} no such thread, or the queue
@@ -110,7 +109,7 @@ if max_messages ~= '' then
   local count = redis.call('LLEN', thread .. ':messages')
   if count + tonumber(input_count) > tonumber(max_messages) then return {-5, count, tonumber(max_messages)} end
 end
-local refused = admit(admit_prefix, model, tenant, queue, fair, max_depth, max_queued, job_prefix)
+local refused = admit(fair_prefix, model, tenant, queue, fair, max_depth, max_queued, job_prefix)
 if refused then
   refused[1] = refused[1] - 10
   return refused
@@ -132,7 +131,7 @@ redis.call('HSET', job, 'request', req_head .. req_input .. req_tail, 'model', m
            'th_head', req_head, 'th_lead', lead, 'th_input', req_input, 'th_tail', req_tail,
            'th_arq_job', arq_job, 'th_arq_result', arq_result, 'th_queue', queue, 'th_arq_id', arq_id,
            'th_payload', payload, 'th_expires_ms', expires_ms, 'th_wake', wake, 'th_wake_backlog', wake_backlog,
-           'th_fair', fair_prefix, 'th_priority', priority,
+           'th_fair', fair == '1' and fair_prefix or '', 'th_priority', priority,
            'th_prefer_wait', prefer_wait_ms, 'th_worker_wake', worker_wake_prefix)
 if job_tokens ~= '' then redis.call('HSET', job, 'job_tokens', job_tokens) end
 budget_hold(job, holds)
@@ -166,6 +165,6 @@ else
   redis.call('ZADD', waiting, turn - 1e15, job_id)
   code = 3
 end
-if code ~= 1 and fair == '1' then admit_hold(admit_prefix, model, tenant, job_id, created_ms) end
+if code ~= 1 and fair == '1' then admit_hold(fair_prefix, model, tenant, job_id, created_ms) end
 thread_touch(thread)
 return {code, active}

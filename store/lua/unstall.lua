@@ -14,10 +14,10 @@
 -- KEYS[1] queue          the model's arq queue (sorted set of arq ids, scored by run-from ms)
 -- KEYS[2] leases         sorted set: running job id -> lease deadline (ms, Redis's clock)
 -- ARGV[1] progress_prefix arq's in-progress key prefix
--- ARGV[2] job_prefix     toolq.keys.JOB_PREFIX: a job's key is job_prefix .. '{' .. id .. '}'
--- ARGV[3] mark_ms        how long arq keeps an in-progress mark when it sets it
--- ARGV[4] stall_ms       a pickup this old that has not started is handed over
--- ARGV[5] limit          at most this many runnable queue entries are looked at
+-- const job_prefix       store.keys.JOB_PREFIX: a job's key is job_prefix .. '{' .. id .. '}'
+-- ARGV[2] mark_ms        how long arq keeps an in-progress mark when it sets it
+-- ARGV[3] stall_ms       a pickup this old that has not started is handed over
+-- ARGV[4] limit          at most this many runnable queue entries are looked at
 --
 -- Returns the arq ids handed over.
 

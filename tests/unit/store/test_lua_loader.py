@@ -75,6 +75,25 @@ def test_a_snippet_takes_no_inputs_and_an_entry_script_must_exist(tmp_path):
         assemble("nope", root)
 
 
+def test_a_const_line_binds_the_layout_value_and_no_call_sends_it(tmp_path):
+    root = _tree(tmp_path, "-- KEYS[1] job\n-- const job_prefix   how job keys start\nreturn job_prefix\n")
+    src = assemble("op", root, {"job_prefix": "toolq:job:"})
+    assert src.keys == ("job",) and src.args == () and src.consts == ("job_prefix",)
+    assert src.text.index('local job_prefix = "toolq:job:"') < src.text.index("return job_prefix")
+    shipped = load("submit")
+    assert "job_prefix" in shipped.consts and "job_prefix" not in shipped.args
+
+
+def test_a_const_the_layout_lacks_or_that_needs_escaping_or_doubles_an_input_is_refused(tmp_path):
+    root = _tree(tmp_path, "-- ARGV[1] job_prefix\n-- const job_prefix\n-- const nope\nreturn 1\n")
+    with pytest.raises(ScriptError, match=r"no layout constant 'nope'"):
+        assemble("op", root, {"job_prefix": "p:"})
+    with pytest.raises(ScriptError, match=r"would escape"):
+        assemble("op", root, {"job_prefix": 'p"', "nope": 1})
+    with pytest.raises(ScriptError, match=r"documented twice"):
+        assemble("op", root, {"job_prefix": "p:", "nope": 1})
+
+
 def test_every_shipped_script_assembles_and_snippets_live_apart():
     names = entry_scripts()
     assert len(names) >= 20 and "emit" in names and "submit" in names
