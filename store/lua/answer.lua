@@ -21,6 +21,7 @@
 -- Under fair share the resumed attempt is offered first to the worker that ran the paused one
 -- (the record's `worker`), which may still hold its conversation (affinity_prefer.lua).
 --
+-- include: wake_push.lua
 -- include: now.lua
 -- include: arq_enqueue.lua
 -- include: fair_keys.lua
@@ -128,6 +129,5 @@ if fair == '1' then
 else
   arq_enqueue(arq_job, arq_result, queue, arq_id, payload, expires_ms, score)
 end
-redis.call('LPUSH', wake, job_id)
-redis.call('LTRIM', wake, 0, tonumber(wake_backlog) - 1)
+wake_push(wake, job_id, wake_backlog)
 return {2, seq}

@@ -2,6 +2,7 @@
 -- of its model: store/arq_link.py (enqueue_attempt) builds every value. Like enqueue_job,
 -- it queues nothing while a job or a result of that arq id exists; the wake token is pushed
 -- either way, as the two calls it stands for did.
+-- include: wake_push.lua
 -- include: arq_enqueue.lua
 -- KEYS[1] arq_job       the attempt's arq job key
 -- KEYS[2] arq_result    the attempt's arq result key
@@ -14,5 +15,4 @@
 -- ARGV[5] token         the wake token: the job id
 -- ARGV[6] backlog       wake tokens the list keeps
 arq_enqueue(arq_job, arq_result, queue, arq_id, payload, expires_ms, score)
-redis.call('LPUSH', wake, token)
-redis.call('LTRIM', wake, 0, tonumber(backlog) - 1)
+wake_push(wake, token, backlog)

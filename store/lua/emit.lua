@@ -74,10 +74,9 @@ local function count_window_tokens(tenant, so_far)
   local t = redis_now_ms()
   local minute = usage_prefix .. tenant .. ':minute:' .. math.floor(t / 60000)
   local day = usage_prefix .. tenant .. ':day:' .. math.floor(t / 86400000)
-  redis.call('INCRBY', minute, delta)
-  redis.call('EXPIRE', minute, 120)
-  redis.call('INCRBY', day, delta)
-  redis.call('EXPIRE', day, 2 * 86400)
+  -- a window's counter is made by its first INCRBY (delta > 0), which alone sets its lifetime
+  if redis.call('INCRBY', minute, delta) == delta then redis.call('EXPIRE', minute, 120) end
+  if redis.call('INCRBY', day, delta) == delta then redis.call('EXPIRE', day, 2 * 86400) end
   budget_spend(job, delta)
 end
 

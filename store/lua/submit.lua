@@ -17,6 +17,7 @@
 -- the job's conversation, store/affinity.py), the job is offered to that worker first
 -- (affinity_prefer.lua); dispatch.lua keeps the others off it for `prefer_wait_ms`.
 --
+-- include: wake_push.lua
 -- include: now.lua
 -- include: arq_enqueue.lua
 -- include: fair_keys.lua
@@ -127,6 +128,5 @@ else
 end
 -- a line wakes only a worker with a free engine slot, the only place it may go
 local woken = spare == '1' and spare_wake or wake
-redis.call('LPUSH', woken, job_id)
-redis.call('LTRIM', woken, 0, tonumber(wake_backlog) - 1)
+wake_push(woken, job_id, wake_backlog)
 return {1, job_id}

@@ -1,3 +1,4 @@
+-- requires: wake_push.lua
 -- requires: now.lua
 -- Shared by submit.lua and answer.lua (`-- include: affinity_prefer.lua`): offer a
 -- waiting job first to the worker that holds its conversation (store/affinity.py). The
@@ -11,7 +12,6 @@ local function affinity_prefer(job, worker, wait_ms, worker_wake_prefix, wake_ba
   if worker == nil or worker == '' or wait <= 0 then return end
   redis.call('HSET', job, 'prefer', worker, 'prefer_until', redis_now_ms() + wait)
   local own = worker_wake_prefix .. worker
-  redis.call('LPUSH', own, redis.call('HGET', job, 'attempt') or '1')
-  redis.call('LTRIM', own, 0, tonumber(wake_backlog) - 1)
+  wake_push(own, redis.call('HGET', job, 'attempt') or '1', wake_backlog)
   redis.call('PEXPIRE', own, 60000)  -- a worker that is gone leaves no list behind
 end

@@ -1,3 +1,4 @@
+-- requires: wake_push.lua
 -- requires: now.lua
 -- requires: arq_enqueue.lua
 -- requires: fair_keys.lua
@@ -48,8 +49,7 @@ local function thread_start(tkey, jkey, run_id)
   else
     arq_enqueue(r[4], r[5], r[6], r[7], payload, r[9], redis_now_ms())
   end
-  redis.call('LPUSH', r[10], run_id)
-  redis.call('LTRIM', r[10], 0, tonumber(r[11]) - 1)
+  wake_push(r[10], run_id, r[11])
 end
 
 -- The active run has ended: start the next waiting one that has not ended meanwhile, if any.
