@@ -18,12 +18,12 @@ pastes them ahead of the body in a declared order: each include in the order wri
 snippet after the snippets it requires, each once. A cycle among snippets or a snippet that does
 not exist is refused when the script is loaded, naming the chain or the file that asks for it.
 Then it binds every input name to a Lua local of the same name, so no caller counts positions.
-A call passes them as keyword arguments.
+A call passes them as keyword arguments. ``None`` is sent as ``''`` (the scripts read ``''`` as
+"not given") and a bool as 1 or 0.
 
 A ``-- const name`` line binds a local to a fixed part of the key layout instead
 (store/lua_constants.py: a key prefix, the wake backlog): the script takes it from the store, not
-from each caller, and no call sends it. ``None`` is sent as ``''`` (the scripts read ``''`` as
-"not given") and a bool as 1 or 0.
+from each caller, and no call sends it.
 """
 
 from __future__ import annotations
