@@ -80,27 +80,30 @@ local function count_window_tokens(tenant, so_far)
   budget_spend(job, delta)
 end
 
-local seq, ev = write_event(job, log, job_channel, all_channel, head, tail, attempt, only_if_status, maxlen)
+local seq, ev, who = write_event(job, log, job_channel, all_channel, head, tail, attempt, only_if_status, maxlen)
 if seq <= 0 then return seq end
-if status ~= '' then redis.call('HSET', job, 'status', status) end
+if terminal == '1' and status ~= '' then  -- a job's end: one HSET
+  redis.call('HSET', job, 'status', status, 'terminal', '1', 'result', result, 'finished_ms', now_ms)
+elseif terminal == '1' then
+  redis.call('HSET', job, 'terminal', '1', 'result', result, 'finished_ms', now_ms)
+elseif status ~= '' then
+  redis.call('HSET', job, 'status', status)
+end
 if checkpoint ~= '' then redis.call('HSET', job, 'checkpoint', checkpoint) end
 if terminal ~= '1' and checkpoint ~= '' and (prompt_tokens ~= '' or completion_tokens ~= '') then
-  local who = redis.call('HGET', job, 'tenant')
   if who then count_window_tokens(who, (tonumber(prompt_tokens) or 0) + (tonumber(completion_tokens) or 0)) end
 end
 if lease_ms ~= '' then redis.call('ZADD', leases, redis_now_ms() + tonumber(lease_ms), job_id) end
 if terminal == '1' then
-  redis.call('HSET', job, 'terminal', '1', 'result', result, 'finished_ms', now_ms)
   redis.call('ZREM', leases, job_id)
   redis.call('EXPIRE', job, ttl_s)
   redis.call('EXPIRE', log, ttl_s)
-  local who = redis.call('HMGET', job, 'tenant')
-  if who[1] then
-    redis.call('ZREM', tenant_running_key(running_prefix, who[1]), job_id)
+  if who then
+    redis.call('ZREM', tenant_running_key(running_prefix, who), job_id)
     if prompt_tokens ~= '' or completion_tokens ~= '' then
       local p, c = tonumber(prompt_tokens) or 0, tonumber(completion_tokens) or 0
-      count_window_tokens(who[1], p + c)
-      local total = usage_prefix .. who[1]
+      count_window_tokens(who, p + c)
+      local total = usage_prefix .. who
       redis.call('HINCRBY', total, 'prompt_tokens', p)
       redis.call('HINCRBY', total, 'completion_tokens', c)
       redis.call('HINCRBY', total, 'tokens', p + c)
