@@ -140,7 +140,7 @@ async def enqueue_attempt(redis: Any, job_id: str, model: str, attempt: int) -> 
     """Queue one attempt of an existing job, unless it is queued already, and wake a worker: what
     arq's ``enqueue_job`` does, in one script (store/lua/arq_enqueue_attempt.lua)."""
     job = arq_job(job_id, model, attempt, int(time.time() * 1000))
-    await Script(redis, "arq_enqueue_attempt")(**job, wake=keys.wake(model), token=job_id, backlog=keys.WAKE_BACKLOG)
+    await Script(redis, "arq_enqueue_attempt")(**job, wake=keys.wake(model), token=job_id)
 
 
 def in_progress_mark_ms(job_timeout_s: float) -> int:

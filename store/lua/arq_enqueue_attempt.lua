@@ -13,6 +13,6 @@
 -- ARGV[3] expires_ms    the job key's lifetime
 -- ARGV[4] score         unix ms from which the job may run
 -- ARGV[5] token         the wake token: the job id
--- ARGV[6] backlog       wake tokens the list keeps
+-- const wake_backlog   wake tokens the list keeps
 arq_enqueue(arq_job, arq_result, queue, arq_id, payload, expires_ms, score)
-wake_push(wake, token, backlog)
+wake_push(wake, token, wake_backlog)
