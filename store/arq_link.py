@@ -35,7 +35,9 @@ arq's health check writes ``keys.health(worker_id)``. Where it cannot:
 - arq's ``Worker.start_jobs`` (worker/pickup.py) takes each job it read off the queue with four round trips (WATCH the
   in-progress key, EXISTS, ZSCORE, MULTI PSETEX EXEC) and an UNWATCH: ``WakeableWorker`` takes the
   whole batch with one script (store/lua/arq_start.lua) that checks and sets the same key,
-  then starts arq's own ``run_job`` for each, as arq does.
+  then starts arq's own ``run_job`` for each, as arq does. The jobs store/lua/dispatch.lua takes
+  for the worker skip ``run_job``'s opening read (``WakeableWorker.run_fed``) and end with arq's
+  own ``finish_job``.
 - Affinity (store/affinity.py): the same script skips a job another worker dispatched for
   itself a moment ago and takes this worker's own first, so ``WakeableWorker`` names itself.
 - arq offers no way to wake its poll loop, which sleeps ``poll_delay`` (0.5 s by default) between
@@ -114,6 +116,12 @@ def connect(url: str, **kwargs: Any) -> aioredis.Redis:
 def arq_job_id(job_id: str, attempt: int) -> str:
     """arq's id for one attempt of a job: a resumed attempt is a new arq job."""
     return f"{job_id}:{attempt}"
+
+
+def attempt_of(arq_id: str) -> tuple[str, int]:
+    """The job id and attempt an ``arq_job_id`` names."""
+    job_id, _, attempt = arq_id.rpartition(":")
+    return job_id, int(attempt)
 
 
 def arq_job(job_id: str, model: str, attempt: int, now_ms: int) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,7 @@ def arq_client(url: str, **kwargs: Any) -> ArqRedis:
     return client
 
 
-JobHandler = Callable[[str, int], Awaitable[str]]
+JobHandler = Callable[[str, int], Coroutine[Any, Any, str]]
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,8 @@ class WakeableWorker(Worker):
     ``wake_key`` None polls as plain arq does (the benchmarks compare the two); ``own_wake_key``
     is this worker's own list, pushed when a job is offered to it first; ``spare_wake_key`` is
     the batch lines' list, read only while fewer than ``slots`` jobs run here. ``feed``, given the free
-    slots, puts the jobs due next on the queue before each look at it (fair share); ``worker_id``
+    slots, puts the jobs due next on the queue before each look at it (fair share), and the jobs it
+    takes for this worker run through ``handler`` (``run_fed``); ``worker_id``
     and ``reserved_key`` let the pickup honour affinity's reservations (store/affinity.py).
     """
 
@@ -81,6 +82,7 @@ class WakeableWorker(Worker):
         spare_wake_key: str | None = None,
         slots: int | None = None,
         feed: Feeder | None = None,
+        handler: JobHandler | None = None,
         worker_id: str,
         reserved_key: str,
         **kwargs: Any,
@@ -91,6 +93,7 @@ class WakeableWorker(Worker):
         self.spare_wake_key = spare_wake_key  # batch lines' tokens: read while an engine slot is free
         self.slots = slots if slots is not None else self.max_jobs
         self.feed = feed
+        self.handler = handler  # run(job id, attempt): what the registered function calls
         self.worker_id = worker_id
         self.reserved_key = reserved_key
         self._taker: arq_link.JobTaker | None = None  # registered on first use
@@ -150,15 +153,47 @@ class WakeableWorker(Worker):
                 t.result()  # as arq: an error of run_job itself surfaces here
         await self.heart_beat()
 
-    async def _run_taken(self, taken: Sequence[tuple[str, int]]) -> None:
-        """Run the jobs marked in progress for this worker, each with arq's run_job."""
+    async def _run_taken(self, taken: Sequence[tuple[str, int]], *, fed: bool = False) -> None:
+        """Run the jobs marked in progress for this worker: those a feed took with ``run_fed``,
+        those read off arq's queue with arq's run_job."""
         self._taken += len(taken)
+        run = self.run_fed if fed and self.handler is not None else self.run_job
         for job_id, score in taken:
             await self.sem.acquire()  # free: job_counter was below max_jobs for each of them
             self.job_counter += 1
-            task = self.loop.create_task(self.run_job(job_id, score))
+            task = self.loop.create_task(run(job_id, score))
             task.add_done_callback(functools.partial(self._done, job_id))
             self.tasks[job_id] = task
+
+    async def run_fed(self, arq_id: str, score: int) -> None:
+        """One job a feed took for this worker (dispatch.lua marked it in progress), run as arq's
+        run_job runs it, less run_job's opening round trip: that reads the stored job for its
+        function and arguments, which the id names here (a toolq attempt, arq_link.arq_job_id), and
+        counts arq's tries, which toolq keeps as attempts. Under a batch that trip was the pickup's
+        slowest step (bench/bench_batch_api.py). The ending is arq's own ``finish_job``, given what
+        run_job gives it: finished (its keys dropped, off the queue) unless it must run again
+        (``RunAgain``: back on the queue after its delay) or the worker is shutting down (its mark
+        dropped, so another worker runs it)."""
+        assert self.handler is not None
+        job_id, attempt = arq_link.attempt_of(arq_id)
+        finish, incr_score = True, None
+        task = self.job_tasks[arq_id] = self.loop.create_task(self.handler(job_id, attempt))
+        try:
+            await asyncio.wait_for(task, self.job_timeout_s)
+        except arq_link.RunAgain as e:
+            finish, incr_score = False, int(e.defer_s * 1000) + (timestamp_ms() - score)
+            self.jobs_retried += 1
+        except asyncio.CancelledError:
+            finish = False
+            self.jobs_retried += 1
+        except Exception:
+            log.exception("job run failed", arq_id=arq_id)  # as arq: an error run() did not catch
+            self.jobs_failed += 1
+        else:
+            self.jobs_complete += 1
+        finally:
+            del self.job_tasks[arq_id]
+        await asyncio.shield(self.finish_job(arq_id, finish, None, None, False, incr_score, None))
 
     def free_early(self, job_id: str) -> None:
         """The job is writing its ending: its place counts free from now on, as in its load
@@ -192,7 +227,7 @@ class WakeableWorker(Worker):
                     # the jobs chosen for this worker were taken in the same step (dispatch.lua) and
                     # start now, with no read of arq's queue nor arq_start.lua (bench/bench_batch_api.py,
                     # bench/bench_capacity.py)
-                    await self._run_taken(fed.taken)
+                    await self._run_taken(fed.taken, fed=True)
                     # A feed that took all it chose left nothing on arq's queue; what else may be
                     # there (a retry come due, a job enqueued without fair share) waits at most one
                     # poll_delay for a read, as on plain arq: a worker fed line after line beside a
@@ -339,6 +374,7 @@ def make_worker(
         spare_wake_key=keys.spare_wake(model) if wake else None,
         slots=slots,
         feed=feed,
+        handler=run,
         worker_id=worker_id,
         reserved_key=keys.affinity_reserved(model),
     )

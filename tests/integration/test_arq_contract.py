@@ -19,6 +19,7 @@ from arq.connections import RedisSettings
 from arq.constants import expires_extra_ms, job_key_prefix
 from arq.jobs import Job, deserialize_job, serialize_job
 from arq.jobs import JobStatus as ArqJobStatus
+from arq.worker import Retry as ArqRetry
 from arq.worker import Worker, func
 
 from store import arq_link, keys
@@ -284,4 +285,81 @@ async def test_a_batch_is_taken_once_and_run_by_arqs_run_job(redis_url):
         assert not await pool.exists("arq:in-progress:job_0:1")
     finally:
         for p in (pool, a.pool, b.pool, c.pool):
+            await p.aclose()
+
+
+def test_the_run_a_fed_job_shares_with_arqs_run_job_is_arqs():
+    # WakeableWorker.run_fed runs a job the feed took as arq's run_job runs it, less run_job's
+    # opening read, and ends it with arq's own finish_job, given what run_job would give it.
+    src = inspect.getsource(Worker.run_job)
+    for line in (
+        "result = await asyncio.wait_for(task, timeout_s)",
+        "incr_score = e.defer_score + (timestamp_ms() - score)",
+        "elif self.retry_jobs and isinstance(e, (asyncio.CancelledError, RetryJob)):",
+        "self.finish_job(",
+    ):
+        assert line in src, line
+    assert ArqRetry(defer=0.5).defer_score == 500  # RunAgain's delay, as arq counts it
+    assert list(inspect.signature(Worker.finish_job).parameters) == [
+        "self", "job_id", "finish", "result_data", "result_timeout_s", "keep_result_forever", "incr_score",
+        "keep_in_progress",
+    ]  # fmt: skip
+    src = inspect.getsource(Worker.finish_job)
+    for line in (
+        "delete_keys += [in_progress_key]",
+        "delete_keys += [retry_key_prefix + job_id, job_key_prefix + job_id]",
+        "tr.zrem(self.queue_name, job_id)",
+        "tr.zincrby(self.queue_name, incr_score, job_id)",
+    ):
+        assert line in src, line
+
+
+async def test_a_fed_job_ends_as_arq_ends_a_job(redis_url):
+    # Jobs a feed took (dispatch.lua marked them in progress) run through run_fed: one that ends,
+    # or fails, leaves no arq key behind; one that must run again goes back on the queue after its
+    # delay; one the worker's shutdown cancels keeps its place for another worker. Each drops its mark.
+    ran: list[tuple[str, int]] = []
+    hold = asyncio.Event()
+    raises = {"again": arq_link.RunAgain(0.3), "broken": RuntimeError("boom")}
+
+    async def run(job_id: str, attempt: int) -> str:
+        ran.append((job_id, attempt))
+        if job_id == "held":
+            await hold.wait()
+        if job_id in raises:
+            raise raises[job_id]
+        return "ok"
+
+    async def noop(*_: object) -> None: ...
+
+    w = make_worker(
+        model="m", worker_id="w", redis_url=redis_url, run=run, on_startup=noop, on_shutdown=noop, max_jobs=4,
+        job_timeout_s=60, poll_delay_s=0.5, wake=True, shutdown_grace_s=1, handle_signals=False,
+    )  # fmt: skip
+    pool = arq_client(redis_url)
+    names = ["done", "broken", "again", "held"]
+    try:
+        for name in names:
+            await pool.enqueue_job(arq_link.RUN_JOB, name, 2, _job_id=f"{name}:2", _queue_name=keys.queue("m"))
+            await pool.psetex(f"arq:in-progress:{name}:2", 60_000, b"1")  # dispatch.lua's mark
+        scores = {k.decode(): int(v) for k, v in await pool.zrange(keys.queue("m"), 0, -1, withscores=True)}
+        await w._run_taken([(f"{n}:2", scores[f"{n}:2"]) for n in names], fed=True)
+        assert w.job_counter == 4
+        ended = [w.tasks[f"{n}:2"] for n in names[:3]]
+        await asyncio.gather(*ended)
+        held = w.tasks["held:2"]
+        held.cancel()  # as arq's close does on shutdown
+        await asyncio.gather(held, return_exceptions=True)
+        assert sorted(ran) == [("again", 2), ("broken", 2), ("done", 2), ("held", 2)]
+        assert (w.jobs_complete, w.jobs_failed, w.jobs_retried, w.job_counter) == (1, 1, 2, 0)
+        for name in ("done", "broken"):
+            assert not await pool.exists(f"arq:job:{name}:2", f"arq:in-progress:{name}:2")
+        left = {k.decode(): int(v) for k, v in await pool.zrange(keys.queue("m"), 0, -1, withscores=True)}
+        assert sorted(left) == ["again:2", "held:2"]
+        assert left["again:2"] >= scores["again:2"] + 300  # run again after its delay
+        assert left["held:2"] == scores["held:2"]  # another worker takes it now
+        for name in ("again", "held"):
+            assert await pool.exists(f"arq:job:{name}:2") and not await pool.exists(f"arq:in-progress:{name}:2")
+    finally:
+        for p in (pool, w.pool):
             await p.aclose()
