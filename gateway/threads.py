@@ -192,8 +192,7 @@ async def create_run(
                 strategy=body.multitask_strategy,
                 keep_partial=body.partial_history,
                 policy=admitted.policy,
-                traceparent=trace.traceparent if trace else None,
-                tracestate=trace.tracestate if trace else None,
+                trace=trace,
             )
         except ThreadNotFound:
             raise not_found(thread_id) from None

@@ -5,9 +5,13 @@ job's submission once and the store alone turns it into the script's keys and ar
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass
+from typing import TYPE_CHECKING
 
 from toolq.tenants import TenantPolicy
 from toolq.wire.protocol import JobRequest
+
+if TYPE_CHECKING:  # a type only: the store does not load the tracing package
+    from toolq.tracing.carrier import TraceCarrier
 
 
 @dataclass(frozen=True)
@@ -18,8 +22,8 @@ class Submission:
     refused the job asks so whether it is a retry). ``max_queue_depth`` overrides the store's
     queue bounds' depth (store/admission.py). ``policy`` (default: the bounds' policy of the
     tenant) records the tenant's weight and running cap for the fair choice, and the job's token
-    cap. ``traceparent`` / ``tracestate``: the trace the job's spans continue
-    (toolq/tracing/carrier.py). ``prefer``: the worker the job is offered to first
+    cap. ``trace``: the trace the job's spans continue (toolq/tracing/
+    carrier.py), None none. ``prefer``: the worker the job is offered to first
     (store/affinity.py). ``unserved_waiting``: the model is declared and no worker serves it yet;
     the ``queued`` event says so, with this many jobs waiting. ``spare``: a job of spare capacity
     (a batch line), which the fair choice gives only to a worker's free engine slot, never to its
@@ -32,8 +36,7 @@ class Submission:
     idempotency_key: str | None = None
     max_queue_depth: int | None = None
     policy: TenantPolicy | None = None
-    traceparent: str | None = None
-    tracestate: str | None = None
+    trace: TraceCarrier | None = None
     prefer: str | None = None
     unserved_waiting: int | None = None
     spare: bool = False

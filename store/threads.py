@@ -31,7 +31,7 @@ import json
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from store import arq_link, budget_holds, byte_quota, keys
 from store.admission import refusal
@@ -40,6 +40,9 @@ from store.scripts import Script
 from toolq.tenants import TenantPolicy
 from toolq.wire.protocol import EventType, JobRequest, Message, new_job_id, now_ms
 from toolq.wire.thread_api import Strategy, page
+
+if TYPE_CHECKING:  # a type only: the store does not load the tracing package
+    from toolq.tracing.carrier import TraceCarrier
 
 PAGE_TRIES = 3  # reads of a page that concurrent changes shifted, before reading the whole thread
 
@@ -367,8 +370,7 @@ class ThreadStore:
         keep_partial: bool = False,
         lead: int = 0,
         policy: TenantPolicy | None = None,
-        traceparent: str | None = None,
-        tracestate: str | None = None,
+        trace: TraceCarrier | None = None,
     ) -> RunPlaced:
         """A run of ``request`` (its messages are the new input) on the thread, placed by
         ``strategy`` against the active run; its first ``lead`` messages stay ahead of the thread's
@@ -381,7 +383,7 @@ class ThreadStore:
         Under fair share (the JobStore's ``fair``) a run, whether it starts at once or when the run
         before it ends, waits in its tenant's set for its fair turn as a submitted job does;
         ``policy`` records the tenant's weight and cap and the run's token cap, as for a submit;
-        ``traceparent`` / ``tracestate`` the trace the run's spans continue, as for a submit."""
+        ``trace`` the trace the run's spans continue, as for a submit."""
         job_id = new_job_id()
         created = now_ms()
         head, tail = _event_parts(
@@ -429,8 +431,8 @@ class ThreadStore:
             job_tokens=policy.job_tokens if policy else None,
             prefer_wait_ms=self.jobs.affinity_wait_ms,
             worker_wake_prefix=keys.worker_wake(model, ""),
-            traceparent=traceparent or "",
-            tracestate=tracestate or "",
+            traceparent=trace.traceparent if trace else "",
+            tracestate=trace.tracestate if trace else "",
             fair=self.jobs.fair,
             **admission,
             webhook=request.webhook.model_dump_json() if request.webhook else None,

@@ -13,11 +13,14 @@ calls that dead consumers left pending, and forget those consumers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from store import keys
 from store.errors import ResponseError
 from store.scripts import Script
+
+if TYPE_CHECKING:  # a type only: the store does not load the tracing package
+    from toolq.tracing.carrier import TraceCarrier
 
 GROUP = keys.SERVICE_GROUP
 Entry = tuple[str, bytes, dict[bytes, bytes] | None]  # (stream, entry id, fields)
@@ -39,18 +42,18 @@ class CallSender:
         call_id: str,
         arguments: str,
         timeout_ms: int,
-        traceparent: str | None = None,
-        tracestate: str | None = None,
+        trace: TraceCarrier | None = None,
     ) -> bytes | None:
-        """Send a call: its stored result when one exists under ``call_id`` already, else None."""
+        """Send a call: its stored result when one exists under ``call_id`` already, else None.
+        ``trace``: the caller's trace, which the service continues (None: a caller that does not trace)."""
         stored: bytes | None = await self._send(
             calls=keys.tool_calls(tool),
             result=keys.tool_result(tool, call_id),
             call_id=call_id,
             arguments=arguments,
             timeout_ms=timeout_ms,
-            traceparent=traceparent,
-            tracestate=tracestate,
+            traceparent=trace.traceparent if trace else None,
+            tracestate=trace.tracestate if trace else None,
         )
         return stored
 

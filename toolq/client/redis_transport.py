@@ -90,8 +90,7 @@ class RedisTransport:
                     model=model,
                     tenant=DIRECT_TENANT,
                     idempotency_key=idempotency_key,
-                    traceparent=trace.traceparent if trace else None,
-                    tracestate=trace.tracestate if trace else None,
+                    trace=trace,
                 )
             )
         return job_id

@@ -48,8 +48,7 @@ class ServiceCaller:
                 call_id,
                 json.dumps(arguments, ensure_ascii=False, separators=(",", ":")),
                 int(timeout_s * 1000),
-                traceparent=trace.traceparent if trace else None,
-                tracestate=trace.tracestate if trace else None,
+                trace=trace,
             )
             if stored is None:
                 stored = await self.sender.reply(tool, call_id, timeout_s + TRANSIT_S)
