@@ -20,7 +20,8 @@ class Endings:
     """``async with Endings(url) as ends``: add each submitted job with ``ends.expect(id)``, then
     ``await ends.all_ended(n, timeout)``; ``ends.at[id]`` is the ``perf_counter`` of its terminal event."""
 
-    def __init__(self, redis_url: str):
+    def __init__(self, redis_url: str, channel: str = keys.EVENTS_ALL):
+        self.channel = channel  # the channel of every job's events (the floor's own in bench_capacity)
         self._redis = aioredis.Redis.from_url(redis_url)
         self._pubsub = self._redis.pubsub()
         self.mine: set[str] = set()
@@ -29,7 +30,7 @@ class Endings:
         self._watcher: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Endings:
-        await self._pubsub.subscribe(keys.EVENTS_ALL)
+        await self._pubsub.subscribe(self.channel)
         self._watcher = asyncio.create_task(self._watch())
         return self
 
