@@ -155,9 +155,10 @@ class FairQueue:
         own = keys.worker_wake(model, worker)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.lpush(own, "slot")
-            pipe.ltrim(own, 0, keys.WAKE_BACKLOG - 1)
             pipe.pexpire(own, 60_000)
-            await pipe.execute()
+            length, _ = await pipe.execute()
+        if length > keys.WAKE_BACKLOG:  # trimmed only past the backlog, as lib/wake_push.lua does
+            await self.redis.ltrim(own, 0, keys.WAKE_BACKLOG - 1)
 
     async def started(self) -> dict[str, int]:
         """Jobs dispatched so far, per tenant (every model)."""

@@ -293,3 +293,16 @@ async def test_fifo_when_fair_share_is_off(redis_url):
         assert await FairQueue(store.redis).waiting(MODEL) == {}
     finally:
         await store.close()
+
+
+async def test_a_nudge_wakes_its_worker_and_its_list_keeps_the_backlog(store):
+    # Each nudge pushes one token onto the worker's own wake list, which lives a minute and keeps
+    # at most the wake backlog, as every wake list does (store/lua/lib/wake_push.lua).
+    fair = FairQueue(store.redis)
+    own = keys.worker_wake("m", "w1")
+    await fair.nudge("m", "w1")
+    assert await store.redis.lrange(own, 0, -1) == [b"slot"]
+    assert 0 < await store.redis.pttl(own) <= 60_000
+    for _ in range(keys.WAKE_BACKLOG + 5):
+        await fair.nudge("m", "w1")
+    assert await store.redis.llen(own) == keys.WAKE_BACKLOG
